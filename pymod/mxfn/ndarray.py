@@ -1,0 +1,602 @@
+"""mx.nd: NDArray, a numpy-friendly handle on the Rust core's arrays, and its functions.
+
+Arrays are values: operations return new arrays, and ``x[i] = v`` rebinds ``x`` to an
+updated copy (copy-on-write), so a numpy view taken earlier never changes under you.
+"""
+
+from __future__ import annotations
+
+import builtins
+import numbers
+import os
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _native
+from ._errors import MXFNError
+from ._opts import opt, parse_opts
+from .context import Context, as_context, cpu, dev_type_code
+
+DTYPES = ("float32", "float64", "float16", "uint8", "int8", "int32", "int64")
+
+_CTX_OPTS = {
+    "dtype": opt("float32", None, "element type: a numpy dtype name or numpy dtype"),
+    "ctx": opt(None, None, "device (a Context or a name such as \"cpu(1)\"); default: current context"),
+}
+
+
+def dtype_name(dtype, fname="nd") -> str:
+    """The mxfn dtype name of ``dtype`` (a name, numpy dtype or numpy scalar type).
+
+    Returns:
+        One of ``DTYPES``; anything else raises MXFNError naming the valid dtypes.
+
+    Example:
+        >>> dtype_name(np.float16), dtype_name("int32")
+        ('float16', 'int32')
+    """
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        name = None
+    if name not in DTYPES:
+        raise MXFNError(f"{fname}: dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
+    return name
+
+
+def _ctx_of(ctx, fname):
+    c = as_context(ctx, fname)
+    if c.device_type != "cpu":
+        raise MXFNError(f"{fname}: ctx {c} is not available: this build of mxfn has no GPU "
+                        f"backend; use mx.cpu(i)")
+    return c
+
+
+def _place(handle, ctx):
+    return NDArray(_native.nd_as_in_context(handle, dev_type_code(ctx), ctx.device_id))
+
+
+class NDArray:
+    """An n-d array of float32 (the default), float64, float16, uint8, int8, int32 or int64.
+
+    Supports ``+ - * / % ** -x`` and comparisons elementwise with arrays (numpy broadcasting),
+    numpy arrays and scalars; ``x.shape``, ``x.dtype``, ``x.size``, ``x.ndim``, ``x.T``,
+    ``len(x)``, ``x[i]``, ``x[a:b]``, ``x[i, 1:3]``; ``np.asarray(x)`` is a read-only view
+    without a copy; ``x.asnumpy()`` is a writable copy, as in MXNet.
+
+    Example:
+        >>> x = array([[1, 2], [3, 4]])
+        >>> (x * 2 + 1).asnumpy()
+        array([[3., 5.],
+               [7., 9.]], dtype=float32)
+        >>> x[1]
+        <BLANKLINE>
+        [3. 4.]
+        <NDArray 2 @cpu(0)>
+    """
+
+    __slots__ = ("_h",)
+    # numpy defers binary operators to NDArray (so `np_array + x` is an NDArray).
+    __array_priority__ = 1000.0
+
+    def __init__(self, handle):
+        if not isinstance(handle, _native.NDArrayHandle):
+            raise TypeError("NDArray(...) wraps a core handle; build arrays with mx.nd.array(data)")
+        self._h = handle
+
+    # -- what it is
+    @property
+    def shape(self) -> tuple:
+        return tuple(self._h.shape())
+
+    @property
+    def dtype(self):
+        return np.dtype(self._h.dtype())
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def context(self) -> Context:
+        code, dev_id = self._h.context()
+        return Context("gpu" if code == 2 else "cpu", dev_id)
+
+    ctx = context
+
+    @property
+    def T(self) -> "NDArray":
+        return NDArray(_native.nd_transpose(self._h))
+
+    # -- numpy
+    def __array__(self, dtype=None, copy=None):
+        view = self._h.numpy()
+        if dtype is not None and np.dtype(dtype) != view.dtype:
+            return view.astype(dtype)
+        return np.array(view) if copy else view
+
+    def asnumpy(self) -> np.ndarray:
+        return np.array(self._h.numpy())
+
+    def asscalar(self):
+        return to_scalar(self)
+
+    def tolist(self):
+        return self._h.numpy().tolist()
+
+    # -- conversions
+    def astype(self, dtype) -> "NDArray":
+        return NDArray(_native.nd_astype(self._h, dtype_name(dtype, "NDArray.astype")))
+
+    def copy(self) -> "NDArray":
+        return NDArray(_native.nd_copy(self._h))
+
+    def as_in_context(self, ctx) -> "NDArray":
+        return _place(self._h, _ctx_of(ctx, "NDArray.as_in_context"))
+
+    def reshape(self, *shape) -> "NDArray":
+        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+            shape = shape[0]
+        return reshape(self, shape)
+
+    # -- python protocol
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d NDArray")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __bool__(self):
+        if self.size == 1:
+            return bool(self._h.numpy().reshape(-1)[0])
+        if self.size == 0:
+            return False
+        raise MXFNError(f"the truth value of an NDArray with {self.size} elements is ambiguous")
+
+    def __float__(self):
+        return float(to_scalar(self))
+
+    def __int__(self):
+        return int(to_scalar(self))
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        shape = "x".join(str(d) for d in self.shape)
+        return f"\n{self._h.numpy()}\n<NDArray {shape} @{self.context}>"
+
+    def __getitem__(self, key):
+        begin, end, step, drop = _index(self.shape, key)
+        h = _native.nd_slice(self._h, begin, end, step)
+        if drop:
+            keep = [d for i, d in enumerate(h.shape()) if i not in drop]
+            h = _native.nd_reshape(h, keep)
+        return NDArray(h)
+
+    def __setitem__(self, key, value):
+        begin, end, step, _ = _index(self.shape, key)
+        v = _handle(value, self.dtype.name)
+        self._h = _native.nd_assign_slice(self._h, begin, end, step, v)
+
+    # -- arithmetic
+    def _bin(self, op, other, reverse=False):
+        if isinstance(other, numbers.Number) and not isinstance(other, bool):
+            return NDArray(_native.nd_scalar(op, self._h, float(other), reverse))
+        if isinstance(other, NDArray):
+            o = other._h  # dtypes must match, as in MXNet: the core says so if they do not
+        else:
+            try:
+                o = _handle(other, self.dtype.name)
+            except (MXFNError, TypeError):
+                return NotImplemented
+        a, b = (o, self._h) if reverse else (self._h, o)
+        return NDArray(_native.nd_binary(op, a, b))
+
+    def __add__(self, o): return self._bin("add", o)
+    def __radd__(self, o): return self._bin("add", o, True)
+    def __sub__(self, o): return self._bin("sub", o)
+    def __rsub__(self, o): return self._bin("sub", o, True)
+    def __mul__(self, o): return self._bin("mul", o)
+    def __rmul__(self, o): return self._bin("mul", o, True)
+    def __truediv__(self, o): return self._bin("div", o)
+    def __rtruediv__(self, o): return self._bin("div", o, True)
+    def __mod__(self, o): return self._bin("mod", o)
+    def __rmod__(self, o): return self._bin("mod", o, True)
+    def __pow__(self, o): return self._bin("pow", o)
+    def __rpow__(self, o): return self._bin("pow", o, True)
+    def __eq__(self, o): return self._bin("eq", o)
+    def __ne__(self, o): return self._bin("ne", o)
+    def __lt__(self, o): return self._bin("lt", o)
+    def __le__(self, o): return self._bin("le", o)
+    def __gt__(self, o): return self._bin("gt", o)
+    def __ge__(self, o): return self._bin("ge", o)
+    def __neg__(self): return NDArray(_native.nd_neg(self._h))
+    def __pos__(self): return self
+    def __abs__(self): return NDArray(_native.nd_binary("maximum", self._h, _native.nd_neg(self._h)))
+
+
+def _index(shape, key):
+    """Turns a getitem key (ints and slices, possibly in a tuple) into slice arguments."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if len(key) > len(shape):
+        raise IndexError(f"too many indices for an NDArray of shape {shape}: {len(key)}")
+    begin, end, step, drop = [], [], [], set()
+    for axis, k in enumerate(key):
+        if isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, bool):
+            n = shape[axis]
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
+            k = int(k) % n
+            begin.append(k), end.append(k + 1), step.append(1)
+            drop.add(axis)
+        elif isinstance(k, builtins.slice):
+            begin.append(k.start), end.append(k.stop), step.append(k.step)
+        else:
+            raise TypeError(f"NDArray indices must be ints or slices, got {type(k).__name__}")
+    return begin, end, step, drop
+
+
+def _handle(x, dtype=None, fname="nd"):
+    """The core handle of an NDArray, numpy array, nested list or scalar (cast to ``dtype``)."""
+    if isinstance(x, NDArray):
+        return x._h if dtype is None or x.dtype.name == dtype else _native.nd_astype(x._h, dtype)
+    return array(x, dtype=dtype)._h if dtype else array(x)._h
+
+
+def as_ndarray(x, fname="nd") -> NDArray:
+    """``x`` if it is an NDArray, else ``array(x)``: numpy arrays are accepted everywhere.
+
+    Example:
+        >>> as_ndarray(np.zeros(2)).dtype
+        dtype('float64')
+    """
+    return x if isinstance(x, NDArray) else array(x)
+
+
+def array(data, opts=None, /, **kw) -> NDArray:
+    """An NDArray holding a copy of ``data`` (a nested list, scalar, numpy array or NDArray).
+
+    The dtype defaults to the source's for numpy arrays and NDArrays, else float32 (as MXNet).
+
+    Options:
+        dtype (str, None): element type; None = from the source as above.
+        ctx (Context, None): device; None = the current context.
+
+    Returns:
+        A new NDArray. Non-numeric or ragged data raises MXFNError.
+
+    Example:
+        >>> array([[1, 2, 3]], dtype="int32")
+        <BLANKLINE>
+        [[1 2 3]]
+        <NDArray 1x3 @cpu(0)>
+    """
+    o = parse_opts("nd.array", _ARRAY_OPTS, opts, kw)
+    ctx = _ctx_of(o["ctx"], "nd.array")
+    if isinstance(data, NDArray):
+        src = data.asnumpy()
+    else:
+        try:
+            src = np.asarray(data)
+        except (ValueError, TypeError) as e:
+            raise MXFNError(f"nd.array: data must be numbers in a regular (non-ragged) nesting; {e}") from None
+    if o["dtype"] is not None:
+        dt = dtype_name(o["dtype"], "nd.array")
+    elif isinstance(data, (np.ndarray, NDArray)) and src.dtype.name in DTYPES:
+        dt = src.dtype.name
+    else:
+        dt = "float32"
+    if src.dtype.kind not in "biuf":
+        raise MXFNError(f"nd.array: data must be numeric; got values of numpy dtype {src.dtype} "
+                        f"(e.g. {src.reshape(-1)[:1].tolist()})")
+    return _place(_native.nd_from_numpy(np.ascontiguousarray(src, dtype=dt)), ctx)
+
+
+_ARRAY_OPTS = {**_CTX_OPTS, "dtype": opt(None, None, "element type; None = from the source")}
+
+
+def _creator(fname, fill):
+    def make(shape, opts=None, /, **kw):
+        o = parse_opts(f"nd.{fname}", _CTX_OPTS, opts, kw)
+        ctx = _ctx_of(o["ctx"], f"nd.{fname}")
+        return _place(_native.nd_full(_shape(shape, f"nd.{fname}"), fill, dtype_name(o["dtype"], f"nd.{fname}")), ctx)
+    make.__name__ = fname
+    make.__doc__ = f"""An NDArray of ``shape`` filled with {fill:g}.
+
+    Options:
+        dtype (str, "float32"): element type.
+        ctx (Context, None): device; None = the current context.
+
+    Example:
+        >>> {fname}((2, 2), dtype="int32").asnumpy().tolist()
+        {[[int(fill)] * 2] * 2}
+    """
+    return make
+
+
+zeros = _creator("zeros", 0.0)
+ones = _creator("ones", 1.0)
+
+
+def empty(shape, opts=None, /, **kw) -> NDArray:
+    """An NDArray of ``shape`` (mxfn fills it with zeros, so its content is never garbage).
+
+    Options: as ``zeros``.
+
+    Example:
+        >>> empty(3).shape
+        (3,)
+    """
+    return zeros(shape, opts, **kw)
+
+
+def full(shape, value, opts=None, /, **kw) -> NDArray:
+    """An NDArray of ``shape`` with every element ``value``.
+
+    Options: as ``zeros``.
+
+    Example:
+        >>> full((2,), 7, dtype="int64").asnumpy()
+        array([7, 7])
+    """
+    o = parse_opts("nd.full", _CTX_OPTS, opts, kw)
+    ctx = _ctx_of(o["ctx"], "nd.full")
+    return _place(_native.nd_full(_shape(shape, "nd.full"), float(value), dtype_name(o["dtype"], "nd.full")), ctx)
+
+
+def arange(start, stop=None, step=1.0, opts=None, /, **kw) -> NDArray:
+    """Evenly spaced values in ``[start, stop)`` (``[0, start)`` when ``stop`` is None).
+
+    Options: as ``zeros``.
+
+    Example:
+        >>> arange(3).asnumpy()
+        array([0., 1., 2.], dtype=float32)
+    """
+    o = parse_opts("nd.arange", _CTX_OPTS, opts, kw)
+    if stop is None:
+        start, stop = 0.0, start
+    ctx = _ctx_of(o["ctx"], "nd.arange")
+    return _place(_native.nd_arange(float(start), float(stop), float(step), dtype_name(o["dtype"], "nd.arange")), ctx)
+
+
+def _shape(shape, fname):
+    if isinstance(shape, (numbers.Integral, np.integer)):
+        shape = (shape,)
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"{fname}: shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims) or any(isinstance(d, bool) for d in shape):
+        raise MXFNError(f"{fname}: shape must hold non-negative ints, got {tuple(shape)!r}")
+    return dims
+
+
+# -- functional accessors (SPEC §4) ------------------------------------------------------
+
+def shape(x) -> tuple:
+    """The shape of ``x``. Example: ``shape(zeros((2, 3)))`` is ``(2, 3)``."""
+    return as_ndarray(x).shape
+
+
+def dtype(x):
+    """The numpy dtype of ``x``."""
+    return as_ndarray(x).dtype
+
+
+def size(x) -> int:
+    """The number of elements of ``x``."""
+    return as_ndarray(x).size
+
+
+def context(x) -> Context:
+    """The device of ``x``."""
+    return as_ndarray(x).context
+
+
+def copy(x) -> NDArray:
+    """A copy of ``x`` that shares no storage with it."""
+    return as_ndarray(x).copy()
+
+
+def as_in_context(x, ctx) -> NDArray:
+    """``x`` on device ``ctx``."""
+    return as_ndarray(x).as_in_context(ctx)
+
+
+def to_numpy(x) -> np.ndarray:
+    """A writable numpy copy of ``x`` (= ``x.asnumpy()``)."""
+    return as_ndarray(x).asnumpy()
+
+
+def to_list(x) -> list:
+    """``x`` as nested Python lists, like numpy's ``tolist``."""
+    return as_ndarray(x).tolist()
+
+
+def to_scalar(x):
+    """The value of a one-element array as a Python number (MXNet's ``asscalar``).
+
+    Example:
+        >>> to_scalar(array([2.5]))
+        2.5
+    """
+    a = as_ndarray(x)
+    if a.size != 1:
+        raise MXFNError(f"nd.to_scalar: x must have exactly one element, got shape {a.shape}")
+    return a._h.numpy().reshape(-1)[0].item()
+
+
+def reshape(x, shape) -> NDArray:
+    """``x`` with a new shape (one dimension may be -1).
+
+    Example:
+        >>> reshape(arange(6), (2, -1)).shape
+        (2, 3)
+    """
+    return NDArray(_native.nd_reshape(_handle(x), [int(d) for d in (shape if not isinstance(shape, numbers.Integral) else (shape,))]))
+
+
+def concat(*arrays, dim=1) -> NDArray:
+    """Joins arrays along axis ``dim`` (default 1, as MXNet); a list or several arrays.
+
+    Example:
+        >>> concat(ones((1, 2)), zeros((1, 1))).asnumpy()
+        array([[1., 1., 0.]], dtype=float32)
+    """
+    xs = arrays[0] if len(arrays) == 1 and isinstance(arrays[0], (list, tuple)) else arrays
+    return NDArray(_native.nd_concat([_handle(a) for a in xs], int(dim)))
+
+
+def stack(*arrays, axis=0) -> NDArray:
+    """Joins arrays along a new axis ``axis``; a list or several arrays."""
+    xs = arrays[0] if len(arrays) == 1 and isinstance(arrays[0], (list, tuple)) else arrays
+    return NDArray(_native.nd_stack([_handle(a) for a in xs], int(axis)))
+
+
+def slice(x, begin, end, step=None) -> NDArray:  # noqa: A001 - MXNet's name
+    """MXNet's ``slice``: per leading axis, ``begin``/``end``/``step`` (None = default).
+
+    Example:
+        >>> slice(arange(10), (1,), (8,), (3,)).asnumpy()
+        array([1., 4., 7.], dtype=float32)
+    """
+    begin, end = list(begin), list(end)
+    step = list(step) if step is not None else []
+    return NDArray(_native.nd_slice(_handle(x), begin, end, step))
+
+
+def slice_axis(x, axis, begin, end) -> NDArray:
+    """Elements ``begin:end`` of ``x`` along ``axis`` (``end`` None = to the end)."""
+    return NDArray(_native.nd_slice_axis(_handle(x), int(axis), int(begin), None if end is None else int(end)))
+
+
+def transpose(x, axes=None) -> NDArray:
+    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
+    return NDArray(_native.nd_transpose(_handle(x), None if axes is None else [int(a) for a in axes]))
+
+
+def argmax_channel(x) -> NDArray:
+    """Index of the maximum along the last axis, as float32 (MXNet's ``argmax_channel``).
+
+    Example:
+        >>> argmax_channel(array([[1, 3, 2], [9, 0, 0]])).asnumpy()
+        array([1., 0.], dtype=float32)
+    """
+    return NDArray(_native.nd_argmax(_handle(x), -1, False))
+
+
+def dot(lhs, rhs, transpose_a=False, transpose_b=False) -> NDArray:
+    """Matrix product with MXNet's ``dot`` semantics (GEMM in the core).
+
+    Example:
+        >>> dot(ones((2, 3)), ones((3, 4))).shape
+        (2, 4)
+    """
+    return NDArray(_native.nd_dot(_handle(lhs), _handle(rhs), bool(transpose_a), bool(transpose_b)))
+
+
+def batch_dot(lhs, rhs, transpose_a=False, transpose_b=False) -> NDArray:
+    """Batched matrix product ``(B, m, k) x (B, k, n) -> (B, m, n)``."""
+    return NDArray(_native.nd_batch_dot(_handle(lhs), _handle(rhs), bool(transpose_a), bool(transpose_b)))
+
+
+def _reducer(name):
+    def reduce(x, axis=None, keepdims=False, exclude=False) -> NDArray:
+        axes = None if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else (axis,))]
+        return NDArray(_native.nd_reduce(name, _handle(x), axes, bool(keepdims), bool(exclude)))
+    reduce.__name__ = name
+    reduce.__doc__ = f"""The {name} over ``axis`` (None = all axes); ``keepdims`` keeps reduced axes as 1;
+    ``exclude`` reduces over the axes not listed (MXNet's ``{name}``).
+
+    Example:
+        >>> {name}(array([[1, 2], [3, 4]]), axis=1).shape
+        (2,)
+    """
+    return reduce
+
+
+sum = _reducer("sum")  # noqa: A001 - MXNet's names
+mean = _reducer("mean")
+max = _reducer("max")  # noqa: A001
+min = _reducer("min")  # noqa: A001
+prod = _reducer("prod")
+
+
+def random_uniform(low=0.0, high=1.0, shape=(1,), opts=None, **kw) -> NDArray:
+    """Uniform samples in ``[low, high)`` from the global seed (``mx.random.seed``).
+
+    Options: as ``zeros``.
+    """
+    o = parse_opts("nd.random_uniform", _CTX_OPTS, opts, kw)
+    ctx = _ctx_of(o["ctx"], "nd.random_uniform")
+    h = _native.random_uniform(float(low), float(high), _shape(shape, "nd.random_uniform"),
+                               dtype_name(o["dtype"], "nd.random_uniform"))
+    return _place(h, ctx)
+
+
+def random_normal(loc=0.0, scale=1.0, shape=(1,), opts=None, **kw) -> NDArray:
+    """Normal samples with mean ``loc`` and standard deviation ``scale`` (global seed).
+
+    Options: as ``zeros``.
+    """
+    o = parse_opts("nd.random_normal", _CTX_OPTS, opts, kw)
+    ctx = _ctx_of(o["ctx"], "nd.random_normal")
+    h = _native.random_normal(float(loc), float(scale), _shape(shape, "nd.random_normal"),
+                              dtype_name(o["dtype"], "nd.random_normal"))
+    return _place(h, ctx)
+
+
+def save(fname, data) -> None:
+    """Saves an NDArray, a list of them or a dict name → NDArray in MXNet's binary format.
+
+    The file is written atomically (temp file + rename) and loads in MXNet 1.9.1
+    (``mx.nd.load``). numpy arrays are accepted as values.
+
+    Example:
+        >>> import tempfile, os
+        >>> f = os.path.join(tempfile.mkdtemp(), "x.params")
+        >>> save(f, {"w": ones(2)}); load(f)["w"].asnumpy()
+        array([1., 1.], dtype=float32)
+    """
+    path = os.fspath(fname)
+    if isinstance(data, Mapping):
+        for k in data:
+            if not isinstance(k, str):
+                raise TypeError(f"nd.save: dict keys must be str, got {type(k).__name__} {k!r}")
+        _native.nd_save(path, [_handle(v) for v in data.values()], list(data.keys()))
+    elif isinstance(data, (list, tuple)):
+        _native.nd_save(path, [_handle(v) for v in data], None)
+    elif isinstance(data, (NDArray, np.ndarray)):
+        _native.nd_save(path, [_handle(data)], None)
+    else:
+        raise TypeError(f"nd.save: data must be an NDArray, a list or a dict of them, got {type(data).__name__}")
+
+
+def load(fname):
+    """Loads an MXNet NDArray file: a list, or a dict when the file has names (in file order).
+
+    Raises FileNotFoundError for a missing file and MXFNError for a malformed one.
+    """
+    out = _native.nd_load(os.fspath(fname))
+    if isinstance(out, dict):
+        return {k: NDArray(v) for k, v in out.items()}
+    return [NDArray(v) for v in out]
+
+
+__all__ = [
+    "NDArray", "array", "zeros", "ones", "empty", "full", "arange", "random_uniform",
+    "random_normal", "shape", "dtype", "size", "context", "copy", "as_in_context", "to_numpy",
+    "to_list", "to_scalar", "reshape", "concat", "stack", "slice", "slice_axis", "transpose",
+    "argmax_channel", "dot", "batch_dot", "sum", "mean", "max", "min", "prod", "save", "load",
+    "as_ndarray", "dtype_name",
+]

@@ -1,0 +1,185 @@
+//! Matrix product through the `gemm` crate (packed, SIMD, rayon-parallel): the one door to
+//! GEMM for `dot`, `FullyConnected` and convolution.
+
+use crate::error::{Error, Result};
+
+/// A read-only matrix over a slice: element (i, j) is `data[i * row_stride + j * col_stride]`.
+/// A transposed view is the same data with the strides swapped.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a, T> {
+    /// The backing values.
+    pub data: &'a [T],
+    /// Number of rows.
+    pub rows: usize,
+    /// Number of columns.
+    pub cols: usize,
+    /// Step between rows.
+    pub row_stride: usize,
+    /// Step between columns.
+    pub col_stride: usize,
+}
+
+impl<'a, T> MatRef<'a, T> {
+    /// A row-major `rows × cols` matrix.
+    pub fn row_major(data: &'a [T], rows: usize, cols: usize) -> Self {
+        MatRef {
+            data,
+            rows,
+            cols,
+            row_stride: cols,
+            col_stride: 1,
+        }
+    }
+
+    /// The transpose (no copy).
+    pub fn t(self) -> Self {
+        MatRef {
+            data: self.data,
+            rows: self.cols,
+            cols: self.rows,
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+        }
+    }
+
+    fn fits(&self) -> bool {
+        self.rows == 0
+            || self.cols == 0
+            || (self.rows - 1) * self.row_stride + (self.cols - 1) * self.col_stride
+                < self.data.len()
+    }
+}
+
+/// Element types the GEMM kernel supports.
+pub trait GemmScalar: Copy + Send + Sync + 'static {
+    /// Zero.
+    const ZERO: Self;
+    /// One.
+    const ONE: Self;
+}
+impl GemmScalar for f32 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+}
+impl GemmScalar for f64 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+}
+
+/// Work (m·n·k) below which GEMM runs on one thread: thread start-up dominates tiny products.
+const PARALLEL_ABOVE: usize = 1 << 18;
+
+/// `c = a × b` (or `c += a × b` when `accumulate`), `c` row-major `a.rows × b.cols`.
+pub fn gemm<T: GemmScalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: &mut [T],
+    accumulate: bool,
+) -> Result<()> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if b.rows != k || c.len() != m * n || !a.fits() || !b.fits() {
+        return Err(Error::shape(
+            "gemm",
+            "operands",
+            format!("({m}, {k}) x ({k}, {n}) -> {} values", m * n),
+            format!(
+                "({}, {}) x ({}, {}) -> {} values",
+                a.rows,
+                a.cols,
+                b.rows,
+                b.cols,
+                c.len()
+            ),
+        ));
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if k == 0 {
+        if !accumulate {
+            c.iter_mut().for_each(|v| *v = T::ZERO);
+        }
+        return Ok(());
+    }
+    let par = if m * n * k >= PARALLEL_ABOVE {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the bounds of a, b (checked by `fits`) and c (length m·n, row-major) cover
+    // every index the kernel touches; c does not alias a or b (it is a unique borrow).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.col_stride as isize,
+            a.row_stride as isize,
+            b.data.as_ptr(),
+            b.col_stride as isize,
+            b.row_stride as isize,
+            T::ONE,
+            T::ONE,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn matches_naive_plain_and_transposed() {
+        let (m, k, n) = (70, 33, 81);
+        let a: Vec<f64> = (0..m * k).map(|i| ((i * 7) % 13) as f64 - 6.0).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| ((i * 5) % 11) as f64 - 5.0).collect();
+        let want = naive(&a, &b, m, k, n);
+        let mut c = vec![0.0; m * n];
+        gemm(
+            MatRef::row_major(&a, m, k),
+            MatRef::row_major(&b, k, n),
+            &mut c,
+            false,
+        )
+        .unwrap();
+        assert_eq!(c, want);
+        // (bᵀ)ᵀ: b stored transposed, viewed back.
+        let bt: Vec<f64> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+        let mut c2 = vec![1.0; m * n];
+        gemm(
+            MatRef::row_major(&a, m, k),
+            MatRef::row_major(&bt, n, k).t(),
+            &mut c2,
+            true,
+        )
+        .unwrap();
+        assert!(c2.iter().zip(&want).all(|(x, y)| *x == y + 1.0));
+        assert!(gemm(
+            MatRef::row_major(&a, m, k),
+            MatRef::row_major(&b, k + 1, n - 1),
+            &mut c,
+            false
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,4 @@
+//! Numeric kernels over plain slices and ndarray views; no graph or registry types here.
+
+pub mod gemm;
+pub mod par;

@@ -1,0 +1,19 @@
+//! mxfn-core: MXNet's Module API in pure Rust — NDArray, kernels and (as they land) the
+//! operator registry, symbols, executors, optimizers and the Module itself.
+//!
+//! ```
+//! use mxfn_core::{NDArray, DType};
+//! let x = NDArray::ones(&[2, 3], DType::Float32);
+//! let s = mxfn_core::tensor::reduce::reduce(&x, mxfn_core::tensor::reduce::ReduceOp::Sum, None, false, false).unwrap();
+//! assert_eq!(s.to_scalar().unwrap(), 6.0);
+//! ```
+#![warn(missing_docs)]
+
+pub mod context;
+pub mod error;
+pub mod kernels;
+pub mod tensor;
+
+pub use context::Context;
+pub use error::{Error, Result, ResultExt};
+pub use tensor::{DType, NDArray};

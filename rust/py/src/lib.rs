@@ -1,0 +1,16 @@
+//! mxfn._native: thin PyO3 bindings of mxfn-core. Each function converts its arguments,
+//! enters the core through `error::core` (GIL released, panics caught) and converts back.
+
+mod convert;
+mod error;
+mod nd;
+
+use pyo3::prelude::*;
+
+/// The extension module `mxfn._native`.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    nd::register(m)?;
+    Ok(())
+}
