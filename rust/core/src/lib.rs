@@ -11,9 +11,14 @@
 
 pub mod context;
 pub mod error;
+pub mod executor;
 pub mod kernels;
+pub mod ops;
+pub mod symbol;
 pub mod tensor;
 
 pub use context::Context;
 pub use error::{Error, Result, ResultExt};
+pub use executor::{Executor, GradReq};
+pub use symbol::Symbol;
 pub use tensor::{DType, NDArray};

@@ -236,6 +236,16 @@ impl NDArray {
             .ok_or_else(|| Error::invalid(what, "a float32 array", self.dtype().name()))
     }
 
+    /// The float32 values as one row-major slice, or an `Invalid` error naming `what`.
+    pub fn f32s(&self, what: &str) -> Result<&[f32]> {
+        self.as_f32(what)?.as_slice().ok_or_else(|| Error::Msg(format!("internal: {what} is not contiguous")))
+    }
+
+    /// A float32 array of `shape` from row-major values (the length must match).
+    pub fn from_f32(shape: &[usize], values: Vec<f32>) -> Result<Self> {
+        Self::from_vec(shape, values)
+    }
+
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         with_data!(&self.data, a => a.shape())

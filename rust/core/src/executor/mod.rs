@@ -1,0 +1,412 @@
+//! Executors: a symbol bound to arrays — forward, backward with MXNet's gradient requests,
+//! auxiliary states, reshape, and a monitor callback on every op output.
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::ops::OpCtx;
+use crate::symbol::{Node, Symbol};
+use crate::tensor::{DType, NDArray};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// What to do with an argument's gradient.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradReq {
+    /// No gradient.
+    Null,
+    /// Overwrite the gradient array.
+    Write,
+    /// Add to the gradient array (accumulate over several backward calls).
+    Add,
+}
+
+impl GradReq {
+    /// Parses `"null"`, `"write"`, `"add"` (also `"inplace"`, which MXNet treats as write).
+    pub fn parse(s: &str) -> Result<GradReq> {
+        match s {
+            "null" => Ok(GradReq::Null),
+            "write" | "inplace" => Ok(GradReq::Write),
+            "add" => Ok(GradReq::Add),
+            other => Err(Error::invalid("grad_req", "\"write\", \"add\" or \"null\"", format!("\"{other}\""))),
+        }
+    }
+}
+
+/// A monitor callback: called with every op output (`{node}_{output}`) after forward.
+pub type Monitor = Box<dyn FnMut(&str, &NDArray) + Send>;
+
+/// One step of the compiled graph.
+#[derive(Debug)]
+struct Step {
+    node: Arc<Node>,
+    /// (step index, output index) per input; variables have no inputs.
+    inputs: Vec<(usize, usize)>,
+    /// For variables: Some((is_aux, position in arg/aux arrays)).
+    var: Option<(bool, usize)>,
+}
+
+/// A bound symbol.
+///
+/// ```
+/// use mxfn_core::executor::{Executor, GradReq};
+/// use mxfn_core::symbol::Symbol;
+/// use mxfn_core::{Context, NDArray, DType};
+/// use std::collections::HashMap;
+/// let x = Symbol::variable("x");
+/// let y = Symbol::create("square", None, &[], vec![(None, x)]).unwrap();
+/// let shapes = HashMap::from([("x".to_string(), vec![3])]);
+/// let mut exe = Executor::simple_bind(&y, Context::cpu(0), &shapes, &HashMap::new(), &HashMap::new(), GradReq::Write).unwrap();
+/// exe.set_arg("x", NDArray::from_vec(&[3], vec![1.0f32, 2.0, 3.0]).unwrap()).unwrap();
+/// exe.forward(true).unwrap();
+/// exe.backward(&[NDArray::ones(&[3], DType::Float32)]).unwrap();
+/// assert_eq!(exe.grad("x").unwrap().unwrap().to_f64_vec(), vec![2.0, 4.0, 6.0]);
+/// ```
+pub struct Executor {
+    symbol: Symbol,
+    ctx: Context,
+    steps: Vec<Step>,
+    heads: Vec<(usize, usize)>,
+    arg_names: Vec<String>,
+    aux_names: Vec<String>,
+    /// Argument values, in `list_arguments` order.
+    pub arg_arrays: Vec<NDArray>,
+    /// Gradient arrays (None where grad_req is null).
+    pub grad_arrays: Vec<Option<NDArray>>,
+    /// Gradient requests, per argument.
+    pub grad_reqs: Vec<GradReq>,
+    /// Auxiliary states, in `list_auxiliary_states` order.
+    pub aux_arrays: Vec<NDArray>,
+    values: Vec<Vec<NDArray>>,
+    outputs: Vec<NDArray>,
+    last_train: Option<bool>,
+    monitor: Option<Monitor>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Executor(args={:?}, outputs={:?})", self.arg_names, self.symbol.list_outputs())
+    }
+}
+
+impl Executor {
+    /// Binds `symbol` to given arrays (arguments in `list_arguments` order, gradients, their
+    /// requests, and auxiliary states). Shapes are checked against shape inference.
+    pub fn bind(symbol: &Symbol, ctx: Context, args: Vec<NDArray>, grads: Vec<Option<NDArray>>, reqs: Vec<GradReq>, aux: Vec<NDArray>) -> Result<Executor> {
+        let arg_names = symbol.list_arguments();
+        let aux_names = symbol.list_auxiliary_states();
+        if args.len() != arg_names.len() {
+            return Err(Error::invalid("bind: args", format!("{} arrays ({})", arg_names.len(), arg_names.join(", ")), format!("{} arrays", args.len())));
+        }
+        if aux.len() != aux_names.len() {
+            return Err(Error::invalid("bind: aux_states", format!("{} arrays ({})", aux_names.len(), aux_names.join(", ")), format!("{} arrays", aux.len())));
+        }
+        if grads.len() != args.len() || reqs.len() != args.len() {
+            return Err(Error::invalid("bind: args_grad / grad_req", format!("one per argument ({})", args.len()), format!("{} / {}", grads.len(), reqs.len())));
+        }
+        let known: HashMap<String, Vec<usize>> = arg_names.iter().cloned().zip(args.iter().map(|a| a.shape().to_vec())).chain(aux_names.iter().cloned().zip(aux.iter().map(|a| a.shape().to_vec()))).collect();
+        let (arg_shapes, _, aux_shapes) = symbol.infer_shape(&known)?;
+        for (i, (name, s)) in arg_names.iter().zip(&arg_shapes).enumerate() {
+            if args[i].shape() != s.as_slice() {
+                return Err(Error::shape("bind", format!("argument \"{name}\""), s, args[i].shape()));
+            }
+            if let Some(g) = &grads[i] {
+                if g.shape() != s.as_slice() {
+                    return Err(Error::shape("bind", format!("gradient of \"{name}\""), s, g.shape()));
+                }
+            }
+        }
+        for (i, (name, s)) in aux_names.iter().zip(&aux_shapes).enumerate() {
+            if aux[i].shape() != s.as_slice() {
+                return Err(Error::shape("bind", format!("auxiliary state \"{name}\""), s, aux[i].shape()));
+            }
+        }
+        let mut grads = grads;
+        for (i, r) in reqs.iter().enumerate() {
+            if *r != GradReq::Null && grads[i].is_none() {
+                grads[i] = Some(NDArray::zeros(args[i].shape(), args[i].dtype()));
+            }
+        }
+        let (steps, heads) = compile(symbol, &arg_names, &aux_names);
+        Ok(Executor {
+            symbol: symbol.clone(),
+            ctx,
+            steps,
+            heads,
+            arg_names,
+            aux_names,
+            arg_arrays: args.into_iter().map(|a| a.as_in_context(ctx)).collect(),
+            grad_arrays: grads,
+            grad_reqs: reqs,
+            aux_arrays: aux,
+            values: Vec::new(),
+            outputs: Vec::new(),
+            last_train: None,
+            monitor: None,
+        })
+    }
+
+    /// Allocates zero arrays from input shapes (by name) and dtypes, then binds.
+    /// `reqs` overrides `default_req` per argument name.
+    pub fn simple_bind(symbol: &Symbol, ctx: Context, shapes: &HashMap<String, Vec<usize>>, dtypes: &HashMap<String, DType>, reqs: &HashMap<String, GradReq>, default_req: GradReq) -> Result<Executor> {
+        let (arg_shapes, _, aux_shapes) = symbol.infer_shape(shapes)?;
+        let (arg_types, _, aux_types) = symbol.infer_type(dtypes)?;
+        let names = symbol.list_arguments();
+        for k in reqs.keys() {
+            if !names.contains(k) {
+                return Err(Error::invalid(format!("simple_bind: grad_req for \"{k}\""), format!("an argument name ({})", names.join(", ")), "an unknown name"));
+            }
+        }
+        let args: Vec<NDArray> = arg_shapes.iter().zip(&arg_types).map(|(s, t)| NDArray::zeros(s, *t)).collect();
+        let aux: Vec<NDArray> = aux_shapes.iter().zip(&aux_types).map(|(s, t)| NDArray::zeros(s, *t)).collect();
+        let req: Vec<GradReq> = names.iter().map(|n| reqs.get(n).copied().unwrap_or(default_req)).collect();
+        let grads = vec![None; args.len()];
+        Self::bind(symbol, ctx, args, grads, req, aux)
+    }
+
+    /// A new executor for new input shapes, sharing this one's parameters (arrays whose
+    /// shapes are unchanged are shared; others are freshly zeroed).
+    pub fn reshape(&self, shapes: &HashMap<String, Vec<usize>>) -> Result<Executor> {
+        let mut known: HashMap<String, Vec<usize>> = HashMap::new();
+        for (n, a) in self.arg_names.iter().zip(&self.arg_arrays) {
+            known.insert(n.clone(), a.shape().to_vec());
+        }
+        for (k, v) in shapes {
+            if !self.arg_names.contains(k) {
+                return Err(Error::invalid(format!("reshape: \"{k}\""), format!("an argument name ({})", self.arg_names.join(", ")), "an unknown name"));
+            }
+            known.insert(k.clone(), v.clone());
+        }
+        // Let everything not given (e.g. labels) be re-inferred from the new inputs.
+        let given: HashMap<String, Vec<usize>> = known.iter().filter(|(k, _)| shapes.contains_key(*k) || !self.is_data_like(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let (arg_shapes, _, aux_shapes) = self.symbol.infer_shape(&given)?;
+        let args = self.arg_arrays.iter().zip(&arg_shapes).map(|(a, s)| if a.shape() == s.as_slice() { a.clone() } else { NDArray::zeros(s, a.dtype()) }).collect();
+        let grads = self.grad_arrays.iter().zip(&arg_shapes).map(|(g, s)| g.as_ref().map(|g| if g.shape() == s.as_slice() { g.clone() } else { NDArray::zeros(s, g.dtype()) })).collect();
+        let aux = self.aux_arrays.iter().zip(&aux_shapes).map(|(a, s)| if a.shape() == s.as_slice() { a.clone() } else { NDArray::zeros(s, a.dtype()) }).collect();
+        Self::bind(&self.symbol, self.ctx, args, grads, self.grad_reqs.clone(), aux)
+    }
+
+    // Inputs that are not parameters: leave their shapes to inference on reshape.
+    fn is_data_like(&self, name: &str) -> bool {
+        name.ends_with("label") || name == "data"
+    }
+
+    /// The bound symbol.
+    pub fn symbol(&self) -> &Symbol {
+        &self.symbol
+    }
+
+    /// The device.
+    pub fn context(&self) -> Context {
+        self.ctx
+    }
+
+    /// Argument names.
+    pub fn arg_names(&self) -> &[String] {
+        &self.arg_names
+    }
+
+    /// Auxiliary state names.
+    pub fn aux_names(&self) -> &[String] {
+        &self.aux_names
+    }
+
+    fn arg_index(&self, name: &str) -> Result<usize> {
+        self.arg_names.iter().position(|n| n == name).ok_or_else(|| {
+            Error::invalid(format!("executor: argument \"{name}\""), format!("one of {}", self.arg_names.join(", ")), "an unknown name")
+        })
+    }
+
+    /// Replaces argument `name`'s value (its shape must match; the dtype is converted).
+    pub fn set_arg(&mut self, name: &str, value: NDArray) -> Result<()> {
+        let i = self.arg_index(name)?;
+        if value.shape() != self.arg_arrays[i].shape() {
+            return Err(Error::shape("executor.forward", format!("argument \"{name}\""), self.arg_arrays[i].shape(), value.shape()));
+        }
+        self.arg_arrays[i] = value.astype(self.arg_arrays[i].dtype()).as_in_context(self.ctx);
+        Ok(())
+    }
+
+    /// Replaces auxiliary state `name`.
+    pub fn set_aux(&mut self, name: &str, value: NDArray) -> Result<()> {
+        let i = self.aux_names.iter().position(|n| n == name).ok_or_else(|| {
+            Error::invalid(format!("executor: auxiliary state \"{name}\""), format!("one of {}", self.aux_names.join(", ")), "an unknown name")
+        })?;
+        if value.shape() != self.aux_arrays[i].shape() {
+            return Err(Error::shape("executor", format!("auxiliary state \"{name}\""), self.aux_arrays[i].shape(), value.shape()));
+        }
+        self.aux_arrays[i] = value.astype(self.aux_arrays[i].dtype());
+        Ok(())
+    }
+
+    /// Argument `name`'s value.
+    pub fn arg(&self, name: &str) -> Result<&NDArray> {
+        Ok(&self.arg_arrays[self.arg_index(name)?])
+    }
+
+    /// Argument `name`'s gradient.
+    pub fn grad(&self, name: &str) -> Result<Option<&NDArray>> {
+        Ok(self.grad_arrays[self.arg_index(name)?].as_ref())
+    }
+
+    /// Installs (or removes) the monitor callback.
+    pub fn set_monitor(&mut self, monitor: Option<Monitor>) {
+        self.monitor = monitor;
+    }
+
+    /// The outputs of the last forward pass.
+    pub fn outputs(&self) -> &[NDArray] {
+        &self.outputs
+    }
+
+    /// Runs the graph forward.
+    pub fn forward(&mut self, is_train: bool) -> Result<()> {
+        let mut values: Vec<Vec<NDArray>> = Vec::with_capacity(self.steps.len());
+        for step in &self.steps {
+            let node = &step.node;
+            let outs = match (&node.inst, step.var) {
+                (_, Some((false, i))) => vec![self.arg_arrays[i].clone()],
+                (_, Some((true, i))) => vec![self.aux_arrays[i].clone()],
+                (Some(inst), None) => {
+                    let na = node.num_arguments();
+                    let ins: Vec<NDArray> = step.inputs[..na].iter().map(|&(s, o)| values[s][o].clone()).collect();
+                    let aux_pos: Vec<usize> = step.inputs[na..].iter().map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1)).collect();
+                    let mut aux: Vec<NDArray> = aux_pos.iter().map(|&p| self.aux_arrays.get(p).cloned().unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))).collect();
+                    let ctx = OpCtx { is_train, node: &node.name };
+                    let outs = inst.forward(&ctx, &ins, &mut aux).map_err(|e| with_node(e, node))?;
+                    for (p, a) in aux_pos.iter().zip(aux) {
+                        if let Some(slot) = self.aux_arrays.get_mut(*p) {
+                            *slot = a;
+                        }
+                    }
+                    if let Some(m) = self.monitor.as_mut() {
+                        for (k, o) in outs.iter().enumerate().take(node.num_visible_outputs()) {
+                            m(&node.output_name(k), o);
+                        }
+                    }
+                    outs
+                }
+                (None, None) => return Err(Error::Msg(format!("internal: variable {} is not bound", node.name))),
+            };
+            values.push(outs);
+        }
+        self.outputs = self.heads.iter().map(|&(s, o)| values[s][o].clone()).collect();
+        self.values = values;
+        self.last_train = Some(is_train);
+        Ok(())
+    }
+
+    /// Back-propagates from the outputs. `head_grads` gives one gradient per output; it may
+    /// be empty, in which case non-loss outputs get ones (MXNet's rule); loss layers ignore
+    /// head gradients. Gradients are written or added per argument as `grad_reqs` says.
+    pub fn backward(&mut self, head_grads: &[NDArray]) -> Result<()> {
+        if self.last_train.is_none() {
+            return Err(Error::Lifecycle { call: "executor.backward".into(), first: "forward".into() });
+        }
+        if !head_grads.is_empty() && head_grads.len() != self.heads.len() {
+            return Err(Error::invalid("backward: out_grads", format!("{} arrays (one per output)", self.heads.len()), format!("{} arrays", head_grads.len())));
+        }
+        let n = self.steps.len();
+        let mut grads: Vec<Vec<Option<NDArray>>> = self.steps.iter().map(|s| vec![None; s.node.num_outputs()]).collect();
+        for (k, &(s, o)) in self.heads.iter().enumerate() {
+            let shape = self.values[s][o].shape().to_vec();
+            let g = match head_grads.get(k) {
+                Some(g) if g.shape() != shape.as_slice() => return Err(Error::shape("backward", format!("out_grads[{k}]"), &shape, g.shape())),
+                Some(g) => g.astype(self.values[s][o].dtype()),
+                None => NDArray::ones(&shape, self.values[s][o].dtype()),
+            };
+            accumulate(&mut grads[s][o], g)?;
+        }
+        let needs = self.needs_grad();
+        for si in (0..n).rev() {
+            let step = &self.steps[si];
+            let Some(inst) = &step.node.inst else { continue };
+            if !needs[si] {
+                continue;
+            }
+            let outs = &self.values[si];
+            let out_grads: Vec<NDArray> = grads[si].iter().zip(outs).map(|(g, o)| g.clone().unwrap_or_else(|| NDArray::zeros(o.shape(), o.dtype()))).collect();
+            let na = step.node.num_arguments();
+            let ins: Vec<NDArray> = step.inputs[..na].iter().map(|&(s, o)| self.values[s][o].clone()).collect();
+            let aux_pos: Vec<usize> = step.inputs[na..].iter().map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1)).collect();
+            let mut aux: Vec<NDArray> = aux_pos.iter().map(|&p| self.aux_arrays.get(p).cloned().unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))).collect();
+            let ctx = OpCtx { is_train: self.last_train.unwrap_or(false), node: &step.node.name };
+            let in_grads = inst.backward(&ctx, &out_grads, &ins, outs, &mut aux).map_err(|e| with_node(e, &step.node))?;
+            for (p, a) in aux_pos.iter().zip(aux) {
+                if let Some(slot) = self.aux_arrays.get_mut(*p) {
+                    *slot = a;
+                }
+            }
+            for (&(s, o), g) in step.inputs[..na].iter().zip(in_grads) {
+                if let (Some(g), true) = (g, needs[s]) {
+                    accumulate(&mut grads[s][o], g)?;
+                }
+            }
+        }
+        for (si, step) in self.steps.iter().enumerate() {
+            if let Some((false, i)) = step.var {
+                let req = self.grad_reqs[i];
+                if req == GradReq::Null {
+                    continue;
+                }
+                let g = grads[si][0].take().unwrap_or_else(|| NDArray::zeros(self.arg_arrays[i].shape(), self.arg_arrays[i].dtype()));
+                let g = g.astype(self.arg_arrays[i].dtype());
+                self.grad_arrays[i] = Some(match (req, self.grad_arrays[i].take()) {
+                    (GradReq::Add, Some(old)) => old.add(&g)?,
+                    _ => g,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Which steps lie on a path from an argument with a gradient request to an output.
+    fn needs_grad(&self) -> Vec<bool> {
+        let mut needs = vec![false; self.steps.len()];
+        for (si, step) in self.steps.iter().enumerate() {
+            needs[si] = match step.var {
+                Some((false, i)) => self.grad_reqs[i] != GradReq::Null,
+                Some((true, _)) => false,
+                // BatchNorm-style ops update state in backward: always run op nodes that
+                // have auxiliary states.
+                None => step.inputs.iter().any(|&(s, _)| needs[s]) || step.node.inputs.len() > step.node.num_arguments(),
+            };
+        }
+        needs
+    }
+}
+
+fn accumulate(slot: &mut Option<NDArray>, g: NDArray) -> Result<()> {
+    *slot = Some(match slot.take() {
+        Some(old) => old.add(&g)?,
+        None => g,
+    });
+    Ok(())
+}
+
+fn with_node(e: Error, node: &Node) -> Error {
+    match &e {
+        Error::Invalid { what, .. } | Error::Shape { op: what, .. } if what.contains(&node.name) => e,
+        _ => Error::Context { context: format!("{} node \"{}\"", node.op_name(), node.name), source: Box::new(e) },
+    }
+}
+
+fn compile(symbol: &Symbol, arg_names: &[String], aux_names: &[String]) -> (Vec<Step>, Vec<(usize, usize)>) {
+    let nodes = symbol.topo_nodes();
+    let index: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n) as usize, i)).collect();
+    let aux_ptrs: std::collections::HashSet<usize> = nodes.iter().flat_map(|n| n.inputs.iter().skip(n.num_arguments()).map(|e| Arc::as_ptr(&e.node) as usize)).collect();
+    let steps = nodes
+        .iter()
+        .map(|n| {
+            let var = if n.is_variable() {
+                let is_aux = aux_ptrs.contains(&(Arc::as_ptr(n) as usize));
+                let list = if is_aux { aux_names } else { arg_names };
+                list.iter().position(|x| *x == n.name).map(|p| (is_aux, p))
+            } else {
+                None
+            };
+            Step { node: n.clone(), inputs: n.inputs.iter().map(|e| (index[&(Arc::as_ptr(&e.node) as usize)], e.index)).collect(), var }
+        })
+        .collect();
+    let heads = symbol.heads.iter().map(|h| (index[&(Arc::as_ptr(&h.node) as usize)], h.index)).collect();
+    (steps, heads)
+}

@@ -1,0 +1,213 @@
+//! The operator registry: one `OpDef` per MXNet operator — name, doc, typed parameters,
+//! inputs / outputs / auxiliary states, shape and type inference, forward and backward.
+//!
+//! Families live one per file; this file lists families, not operators. The Python `sym` and
+//! `nd` namespaces and the registry-wide tests are generated from `registry()`.
+
+pub mod activation;
+pub mod elemwise;
+pub mod nn;
+pub mod params;
+pub mod testing;
+
+use crate::error::{Error, Result};
+use crate::tensor::{DType, NDArray};
+pub use params::{ParamDef, ParamKind, Params};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+/// A shape during inference: `None` while unknown.
+pub type MaybeShape = Option<Vec<usize>>;
+
+/// Execution context of one operator call.
+pub struct OpCtx<'a> {
+    /// Training mode (dropout active, batch statistics used).
+    pub is_train: bool,
+    /// The node's name, for error messages.
+    pub node: &'a str,
+}
+
+/// What an operator instance (an op with its parsed parameters) can do.
+///
+/// Inputs are the op's arguments followed by nothing else; auxiliary states are passed
+/// separately. `outputs` counts every output, including ones MXNet hides from
+/// `list_outputs` (BatchNorm's mean and var, Dropout's mask), which backward receives.
+pub trait Operator: Send + Sync + fmt::Debug {
+    /// Argument names, in order (`["data", "weight", "bias"]`).
+    fn arguments(&self) -> Vec<String>;
+    /// Auxiliary state names (`["moving_mean", "moving_var"]`).
+    fn aux_states(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Names of the visible outputs (`["output"]`); the JSON / list_outputs suffixes.
+    fn output_names(&self) -> Vec<String> {
+        vec!["output".into()]
+    }
+    /// Number of outputs including hidden ones.
+    fn num_outputs(&self) -> usize {
+        self.output_names().len()
+    }
+    /// Infers output shapes from input shapes, filling in inputs it can deduce (weights from
+    /// data, labels from data). Unknown inputs it needs are an error naming the argument.
+    fn infer_shape(&self, node: &str, inputs: &mut [MaybeShape], aux: &mut [MaybeShape]) -> Result<Vec<Vec<usize>>>;
+    /// Infers output dtypes; the default: everything takes the first known input dtype
+    /// (float32 when none is known).
+    fn infer_type(&self, inputs: &mut [Option<DType>], aux: &mut [Option<DType>]) -> Result<Vec<DType>> {
+        let t = inputs.iter().chain(aux.iter()).flatten().next().copied().unwrap_or(DType::Float32);
+        inputs.iter_mut().chain(aux.iter_mut()).for_each(|x| *x = Some(x.unwrap_or(t)));
+        Ok(vec![t; self.num_outputs()])
+    }
+    /// Computes every output (hidden ones included). Aux states may be read (and, for ops
+    /// that keep running statistics, replaced).
+    fn forward(&self, ctx: &OpCtx, inputs: &[NDArray], aux: &mut [NDArray]) -> Result<Vec<NDArray>>;
+    /// Gradients of the inputs, one per argument (`None`: no gradient, e.g. labels and
+    /// indices). `out_grads` has one entry per output (hidden ones get zeros).
+    fn backward(
+        &self,
+        ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        outputs: &[NDArray],
+        aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>>;
+    /// Loss layers compute their gradient from the label and ignore head gradients.
+    fn is_loss(&self) -> bool {
+        false
+    }
+}
+
+/// The `got` text of the error for a needed input whose shape is still unknown.
+pub const UNKNOWN_SHAPE: &str = "an unknown shape";
+
+/// The error an op's `infer_shape` returns for a needed input whose shape is unknown; shape
+/// inference retries such nodes after other nodes have filled shapes in.
+pub fn unknown_input(op: &str, node: &str, arg: &str) -> Error {
+    Error::invalid(format!("{op} node \"{node}\": input \"{arg}\""), "a known shape", UNKNOWN_SHAPE)
+}
+
+/// The shape of input `i`, or the unknown-input error naming it.
+pub fn known<'a>(op: &str, node: &str, names: &[&str], inputs: &'a [MaybeShape], i: usize) -> Result<&'a [usize]> {
+    inputs.get(i).and_then(|s| s.as_deref()).ok_or_else(|| unknown_input(op, node, names.get(i).copied().unwrap_or("input")))
+}
+
+/// Checks input `arg`'s shape against `want`, or fills it in when unknown.
+pub fn check_or_fill(op: &str, node: &str, arg: &str, slot: &mut MaybeShape, want: &[usize]) -> Result<()> {
+    match slot {
+        Some(s) if s.as_slice() != want => Err(Error::shape(op, format!("node \"{node}\": input \"{arg}\""), want, s.as_slice())),
+        Some(_) => Ok(()),
+        None => {
+            *slot = Some(want.to_vec());
+            Ok(())
+        }
+    }
+}
+
+/// Builds an operator instance from parsed parameters.
+pub type Create = fn(&Params) -> Result<Arc<dyn Operator>>;
+
+/// One registry entry.
+pub struct OpDef {
+    /// The MXNet name (`"FullyConnected"`).
+    pub name: &'static str,
+    /// Other MXNet names for the same op.
+    pub aliases: &'static [&'static str],
+    /// The Python name when the derived snake_case is not the one users know.
+    pub py_name: Option<&'static str>,
+    /// Documentation paragraph (Rust doc and Python docstring).
+    pub doc: &'static str,
+    /// Declared parameters.
+    pub params: &'static [ParamDef],
+    /// Makes an instance.
+    pub create: Create,
+    /// For variadic ops: the parameter holding the number of inputs (`"num_args"`).
+    pub variadic: Option<&'static str>,
+}
+
+impl fmt::Debug for OpDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OpDef({})", self.name)
+    }
+}
+
+impl OpDef {
+    /// The snake_case Python name (`FullyConnected` → `fully_connected`).
+    pub fn python_name(&self) -> String {
+        self.py_name.map(str::to_string).unwrap_or_else(|| snake_case(self.name))
+    }
+
+    /// Parses attributes and builds an operator instance; errors name op, node and param.
+    pub fn instantiate(&'static self, node: &str, attrs: &BTreeMap<String, String>) -> Result<Arc<dyn Operator>> {
+        let p = Params::parse(self, node, attrs)?;
+        (self.create)(&p)
+    }
+}
+
+/// `FullyConnected` → `fully_connected`, `LeakyReLU` → `leaky_relu`, `_plus_scalar` →
+/// `_plus_scalar`, `SoftmaxOutput` → `softmax_output`.
+pub fn snake_case(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_uppercase() {
+            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let prev_upper = i > 0 && chars[i - 1].is_uppercase();
+            if i > 0 && (prev_lower || (prev_upper && next_lower)) && !out.ends_with('_') {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The family files; each returns its entries.
+fn families() -> Vec<&'static [OpDef]> {
+    vec![activation::OPS, elemwise::OPS, nn::OPS]
+}
+
+/// Every registered operator, by MXNet name and alias.
+pub fn registry() -> &'static BTreeMap<&'static str, &'static OpDef> {
+    static REG: OnceLock<BTreeMap<&'static str, &'static OpDef>> = OnceLock::new();
+    REG.get_or_init(|| {
+        let mut m = BTreeMap::new();
+        for fam in families() {
+            for def in fam {
+                m.insert(def.name, def);
+                for a in def.aliases {
+                    m.insert(*a, def);
+                }
+            }
+        }
+        m
+    })
+}
+
+/// The entry for `name`, or a `NotFound` error.
+pub fn lookup(name: &str) -> Result<&'static OpDef> {
+    registry().get(name).copied().ok_or_else(|| Error::NotFound { kind: "operator".into(), name: name.into() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snake_case_like_mxnet_python_names() {
+        for (a, b) in [
+            ("FullyConnected", "fully_connected"),
+            ("LeakyReLU", "leaky_re_lu"), // irregular: its OpDef sets py_name "leaky_relu"
+            ("SoftmaxOutput", "softmax_output"),
+            ("BatchNorm", "batch_norm"),
+            ("MAERegressionOutput", "mae_regression_output"),
+            ("_plus_scalar", "_plus_scalar"),
+            ("SliceChannel", "slice_channel"),
+            ("log_softmax", "log_softmax"),
+        ] {
+            assert_eq!(snake_case(a), b);
+        }
+    }
+}

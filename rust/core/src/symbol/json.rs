@@ -1,0 +1,1 @@
+//! MXNet's symbol JSON (written in a later step).
