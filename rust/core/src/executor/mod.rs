@@ -27,7 +27,11 @@ impl GradReq {
             "null" => Ok(GradReq::Null),
             "write" | "inplace" => Ok(GradReq::Write),
             "add" => Ok(GradReq::Add),
-            other => Err(Error::invalid("grad_req", "\"write\", \"add\" or \"null\"", format!("\"{other}\""))),
+            other => Err(Error::invalid(
+                "grad_req",
+                "\"write\", \"add\" or \"null\"",
+                format!("\"{other}\""),
+            )),
         }
     }
 }
@@ -84,40 +88,89 @@ pub struct Executor {
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Executor(args={:?}, outputs={:?})", self.arg_names, self.symbol.list_outputs())
+        write!(
+            f,
+            "Executor(args={:?}, outputs={:?})",
+            self.arg_names,
+            self.symbol.list_outputs()
+        )
     }
 }
 
 impl Executor {
     /// Binds `symbol` to given arrays (arguments in `list_arguments` order, gradients, their
     /// requests, and auxiliary states). Shapes are checked against shape inference.
-    pub fn bind(symbol: &Symbol, ctx: Context, args: Vec<NDArray>, grads: Vec<Option<NDArray>>, reqs: Vec<GradReq>, aux: Vec<NDArray>) -> Result<Executor> {
+    pub fn bind(
+        symbol: &Symbol,
+        ctx: Context,
+        args: Vec<NDArray>,
+        grads: Vec<Option<NDArray>>,
+        reqs: Vec<GradReq>,
+        aux: Vec<NDArray>,
+    ) -> Result<Executor> {
         let arg_names = symbol.list_arguments();
         let aux_names = symbol.list_auxiliary_states();
         if args.len() != arg_names.len() {
-            return Err(Error::invalid("bind: args", format!("{} arrays ({})", arg_names.len(), arg_names.join(", ")), format!("{} arrays", args.len())));
+            return Err(Error::invalid(
+                "bind: args",
+                format!("{} arrays ({})", arg_names.len(), arg_names.join(", ")),
+                format!("{} arrays", args.len()),
+            ));
         }
         if aux.len() != aux_names.len() {
-            return Err(Error::invalid("bind: aux_states", format!("{} arrays ({})", aux_names.len(), aux_names.join(", ")), format!("{} arrays", aux.len())));
+            return Err(Error::invalid(
+                "bind: aux_states",
+                format!("{} arrays ({})", aux_names.len(), aux_names.join(", ")),
+                format!("{} arrays", aux.len()),
+            ));
         }
         if grads.len() != args.len() || reqs.len() != args.len() {
-            return Err(Error::invalid("bind: args_grad / grad_req", format!("one per argument ({})", args.len()), format!("{} / {}", grads.len(), reqs.len())));
+            return Err(Error::invalid(
+                "bind: args_grad / grad_req",
+                format!("one per argument ({})", args.len()),
+                format!("{} / {}", grads.len(), reqs.len()),
+            ));
         }
-        let known: HashMap<String, Vec<usize>> = arg_names.iter().cloned().zip(args.iter().map(|a| a.shape().to_vec())).chain(aux_names.iter().cloned().zip(aux.iter().map(|a| a.shape().to_vec()))).collect();
+        let known: HashMap<String, Vec<usize>> = arg_names
+            .iter()
+            .cloned()
+            .zip(args.iter().map(|a| a.shape().to_vec()))
+            .chain(
+                aux_names
+                    .iter()
+                    .cloned()
+                    .zip(aux.iter().map(|a| a.shape().to_vec())),
+            )
+            .collect();
         let (arg_shapes, _, aux_shapes) = symbol.infer_shape(&known)?;
         for (i, (name, s)) in arg_names.iter().zip(&arg_shapes).enumerate() {
             if args[i].shape() != s.as_slice() {
-                return Err(Error::shape("bind", format!("argument \"{name}\""), s, args[i].shape()));
+                return Err(Error::shape(
+                    "bind",
+                    format!("argument \"{name}\""),
+                    s,
+                    args[i].shape(),
+                ));
             }
             if let Some(g) = &grads[i] {
                 if g.shape() != s.as_slice() {
-                    return Err(Error::shape("bind", format!("gradient of \"{name}\""), s, g.shape()));
+                    return Err(Error::shape(
+                        "bind",
+                        format!("gradient of \"{name}\""),
+                        s,
+                        g.shape(),
+                    ));
                 }
             }
         }
         for (i, (name, s)) in aux_names.iter().zip(&aux_shapes).enumerate() {
             if aux[i].shape() != s.as_slice() {
-                return Err(Error::shape("bind", format!("auxiliary state \"{name}\""), s, aux[i].shape()));
+                return Err(Error::shape(
+                    "bind",
+                    format!("auxiliary state \"{name}\""),
+                    s,
+                    aux[i].shape(),
+                ));
             }
         }
         let mut grads = grads;
@@ -147,18 +200,40 @@ impl Executor {
 
     /// Allocates zero arrays from input shapes (by name) and dtypes, then binds.
     /// `reqs` overrides `default_req` per argument name.
-    pub fn simple_bind(symbol: &Symbol, ctx: Context, shapes: &HashMap<String, Vec<usize>>, dtypes: &HashMap<String, DType>, reqs: &HashMap<String, GradReq>, default_req: GradReq) -> Result<Executor> {
+    pub fn simple_bind(
+        symbol: &Symbol,
+        ctx: Context,
+        shapes: &HashMap<String, Vec<usize>>,
+        dtypes: &HashMap<String, DType>,
+        reqs: &HashMap<String, GradReq>,
+        default_req: GradReq,
+    ) -> Result<Executor> {
         let (arg_shapes, _, aux_shapes) = symbol.infer_shape(shapes)?;
         let (arg_types, _, aux_types) = symbol.infer_type(dtypes)?;
         let names = symbol.list_arguments();
         for k in reqs.keys() {
             if !names.contains(k) {
-                return Err(Error::invalid(format!("simple_bind: grad_req for \"{k}\""), format!("an argument name ({})", names.join(", ")), "an unknown name"));
+                return Err(Error::invalid(
+                    format!("simple_bind: grad_req for \"{k}\""),
+                    format!("an argument name ({})", names.join(", ")),
+                    "an unknown name",
+                ));
             }
         }
-        let args: Vec<NDArray> = arg_shapes.iter().zip(&arg_types).map(|(s, t)| NDArray::zeros(s, *t)).collect();
-        let aux: Vec<NDArray> = aux_shapes.iter().zip(&aux_types).map(|(s, t)| NDArray::zeros(s, *t)).collect();
-        let req: Vec<GradReq> = names.iter().map(|n| reqs.get(n).copied().unwrap_or(default_req)).collect();
+        let args: Vec<NDArray> = arg_shapes
+            .iter()
+            .zip(&arg_types)
+            .map(|(s, t)| NDArray::zeros(s, *t))
+            .collect();
+        let aux: Vec<NDArray> = aux_shapes
+            .iter()
+            .zip(&aux_types)
+            .map(|(s, t)| NDArray::zeros(s, *t))
+            .collect();
+        let req: Vec<GradReq> = names
+            .iter()
+            .map(|n| reqs.get(n).copied().unwrap_or(default_req))
+            .collect();
         let grads = vec![None; args.len()];
         Self::bind(symbol, ctx, args, grads, req, aux)
     }
@@ -172,17 +247,67 @@ impl Executor {
         }
         for (k, v) in shapes {
             if !self.arg_names.contains(k) {
-                return Err(Error::invalid(format!("reshape: \"{k}\""), format!("an argument name ({})", self.arg_names.join(", ")), "an unknown name"));
+                return Err(Error::invalid(
+                    format!("reshape: \"{k}\""),
+                    format!("an argument name ({})", self.arg_names.join(", ")),
+                    "an unknown name",
+                ));
             }
             known.insert(k.clone(), v.clone());
         }
         // Let everything not given (e.g. labels) be re-inferred from the new inputs.
-        let given: HashMap<String, Vec<usize>> = known.iter().filter(|(k, _)| shapes.contains_key(*k) || !self.is_data_like(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let given: HashMap<String, Vec<usize>> = known
+            .iter()
+            .filter(|(k, _)| shapes.contains_key(*k) || !self.is_data_like(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let (arg_shapes, _, aux_shapes) = self.symbol.infer_shape(&given)?;
-        let args = self.arg_arrays.iter().zip(&arg_shapes).map(|(a, s)| if a.shape() == s.as_slice() { a.clone() } else { NDArray::zeros(s, a.dtype()) }).collect();
-        let grads = self.grad_arrays.iter().zip(&arg_shapes).map(|(g, s)| g.as_ref().map(|g| if g.shape() == s.as_slice() { g.clone() } else { NDArray::zeros(s, g.dtype()) })).collect();
-        let aux = self.aux_arrays.iter().zip(&aux_shapes).map(|(a, s)| if a.shape() == s.as_slice() { a.clone() } else { NDArray::zeros(s, a.dtype()) }).collect();
-        Self::bind(&self.symbol, self.ctx, args, grads, self.grad_reqs.clone(), aux)
+        let args = self
+            .arg_arrays
+            .iter()
+            .zip(&arg_shapes)
+            .map(|(a, s)| {
+                if a.shape() == s.as_slice() {
+                    a.clone()
+                } else {
+                    NDArray::zeros(s, a.dtype())
+                }
+            })
+            .collect();
+        let grads = self
+            .grad_arrays
+            .iter()
+            .zip(&arg_shapes)
+            .map(|(g, s)| {
+                g.as_ref().map(|g| {
+                    if g.shape() == s.as_slice() {
+                        g.clone()
+                    } else {
+                        NDArray::zeros(s, g.dtype())
+                    }
+                })
+            })
+            .collect();
+        let aux = self
+            .aux_arrays
+            .iter()
+            .zip(&aux_shapes)
+            .map(|(a, s)| {
+                if a.shape() == s.as_slice() {
+                    a.clone()
+                } else {
+                    NDArray::zeros(s, a.dtype())
+                }
+            })
+            .collect();
+        Self::bind(
+            &self.symbol,
+            self.ctx,
+            args,
+            grads,
+            self.grad_reqs.clone(),
+            aux,
+        )
     }
 
     // Inputs that are not parameters: leave their shapes to inference on reshape.
@@ -211,28 +336,55 @@ impl Executor {
     }
 
     fn arg_index(&self, name: &str) -> Result<usize> {
-        self.arg_names.iter().position(|n| n == name).ok_or_else(|| {
-            Error::invalid(format!("executor: argument \"{name}\""), format!("one of {}", self.arg_names.join(", ")), "an unknown name")
-        })
+        self.arg_names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    format!("executor: argument \"{name}\""),
+                    format!("one of {}", self.arg_names.join(", ")),
+                    "an unknown name",
+                )
+            })
     }
 
     /// Replaces argument `name`'s value (its shape must match; the dtype is converted).
     pub fn set_arg(&mut self, name: &str, value: NDArray) -> Result<()> {
         let i = self.arg_index(name)?;
         if value.shape() != self.arg_arrays[i].shape() {
-            return Err(Error::shape("executor.forward", format!("argument \"{name}\""), self.arg_arrays[i].shape(), value.shape()));
+            return Err(Error::shape(
+                "executor.forward",
+                format!("argument \"{name}\""),
+                self.arg_arrays[i].shape(),
+                value.shape(),
+            ));
         }
-        self.arg_arrays[i] = value.astype(self.arg_arrays[i].dtype()).as_in_context(self.ctx);
+        self.arg_arrays[i] = value
+            .astype(self.arg_arrays[i].dtype())
+            .as_in_context(self.ctx);
         Ok(())
     }
 
     /// Replaces auxiliary state `name`.
     pub fn set_aux(&mut self, name: &str, value: NDArray) -> Result<()> {
-        let i = self.aux_names.iter().position(|n| n == name).ok_or_else(|| {
-            Error::invalid(format!("executor: auxiliary state \"{name}\""), format!("one of {}", self.aux_names.join(", ")), "an unknown name")
-        })?;
+        let i = self
+            .aux_names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| {
+                Error::invalid(
+                    format!("executor: auxiliary state \"{name}\""),
+                    format!("one of {}", self.aux_names.join(", ")),
+                    "an unknown name",
+                )
+            })?;
         if value.shape() != self.aux_arrays[i].shape() {
-            return Err(Error::shape("executor", format!("auxiliary state \"{name}\""), self.aux_arrays[i].shape(), value.shape()));
+            return Err(Error::shape(
+                "executor",
+                format!("auxiliary state \"{name}\""),
+                self.aux_arrays[i].shape(),
+                value.shape(),
+            ));
         }
         self.aux_arrays[i] = value.astype(self.aux_arrays[i].dtype());
         Ok(())
@@ -268,11 +420,30 @@ impl Executor {
                 (_, Some((true, i))) => vec![self.aux_arrays[i].clone()],
                 (Some(inst), None) => {
                     let na = node.num_arguments();
-                    let ins: Vec<NDArray> = step.inputs[..na].iter().map(|&(s, o)| values[s][o].clone()).collect();
-                    let aux_pos: Vec<usize> = step.inputs[na..].iter().map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1)).collect();
-                    let mut aux: Vec<NDArray> = aux_pos.iter().map(|&p| self.aux_arrays.get(p).cloned().unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))).collect();
-                    let ctx = OpCtx { is_train, node: &node.name };
-                    let outs = inst.forward(&ctx, &ins, &mut aux).map_err(|e| with_node(e, node))?;
+                    let ins: Vec<NDArray> = step.inputs[..na]
+                        .iter()
+                        .map(|&(s, o)| values[s][o].clone())
+                        .collect();
+                    let aux_pos: Vec<usize> = step.inputs[na..]
+                        .iter()
+                        .map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1))
+                        .collect();
+                    let mut aux: Vec<NDArray> = aux_pos
+                        .iter()
+                        .map(|&p| {
+                            self.aux_arrays
+                                .get(p)
+                                .cloned()
+                                .unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))
+                        })
+                        .collect();
+                    let ctx = OpCtx {
+                        is_train,
+                        node: &node.name,
+                    };
+                    let outs = inst
+                        .forward(&ctx, &ins, &mut aux)
+                        .map_err(|e| with_node(e, node))?;
                     for (p, a) in aux_pos.iter().zip(aux) {
                         if let Some(slot) = self.aux_arrays.get_mut(*p) {
                             *slot = a;
@@ -285,11 +456,20 @@ impl Executor {
                     }
                     outs
                 }
-                (None, None) => return Err(Error::Msg(format!("internal: variable {} is not bound", node.name))),
+                (None, None) => {
+                    return Err(Error::Msg(format!(
+                        "internal: variable {} is not bound",
+                        node.name
+                    )))
+                }
             };
             values.push(outs);
         }
-        self.outputs = self.heads.iter().map(|&(s, o)| values[s][o].clone()).collect();
+        self.outputs = self
+            .heads
+            .iter()
+            .map(|&(s, o)| values[s][o].clone())
+            .collect();
         self.values = values;
         self.last_train = Some(is_train);
         Ok(())
@@ -300,17 +480,35 @@ impl Executor {
     /// head gradients. Gradients are written or added per argument as `grad_reqs` says.
     pub fn backward(&mut self, head_grads: &[NDArray]) -> Result<()> {
         if self.last_train.is_none() {
-            return Err(Error::Lifecycle { call: "executor.backward".into(), first: "forward".into() });
+            return Err(Error::Lifecycle {
+                call: "executor.backward".into(),
+                first: "forward".into(),
+            });
         }
         if !head_grads.is_empty() && head_grads.len() != self.heads.len() {
-            return Err(Error::invalid("backward: out_grads", format!("{} arrays (one per output)", self.heads.len()), format!("{} arrays", head_grads.len())));
+            return Err(Error::invalid(
+                "backward: out_grads",
+                format!("{} arrays (one per output)", self.heads.len()),
+                format!("{} arrays", head_grads.len()),
+            ));
         }
         let n = self.steps.len();
-        let mut grads: Vec<Vec<Option<NDArray>>> = self.steps.iter().map(|s| vec![None; s.node.num_outputs()]).collect();
+        let mut grads: Vec<Vec<Option<NDArray>>> = self
+            .steps
+            .iter()
+            .map(|s| vec![None; s.node.num_outputs()])
+            .collect();
         for (k, &(s, o)) in self.heads.iter().enumerate() {
             let shape = self.values[s][o].shape().to_vec();
             let g = match head_grads.get(k) {
-                Some(g) if g.shape() != shape.as_slice() => return Err(Error::shape("backward", format!("out_grads[{k}]"), &shape, g.shape())),
+                Some(g) if g.shape() != shape.as_slice() => {
+                    return Err(Error::shape(
+                        "backward",
+                        format!("out_grads[{k}]"),
+                        &shape,
+                        g.shape(),
+                    ))
+                }
                 Some(g) => g.astype(self.values[s][o].dtype()),
                 None => NDArray::ones(&shape, self.values[s][o].dtype()),
             };
@@ -319,18 +517,46 @@ impl Executor {
         let needs = self.needs_grad();
         for si in (0..n).rev() {
             let step = &self.steps[si];
-            let Some(inst) = &step.node.inst else { continue };
+            let Some(inst) = &step.node.inst else {
+                continue;
+            };
             if !needs[si] {
                 continue;
             }
             let outs = &self.values[si];
-            let out_grads: Vec<NDArray> = grads[si].iter().zip(outs).map(|(g, o)| g.clone().unwrap_or_else(|| NDArray::zeros(o.shape(), o.dtype()))).collect();
+            let out_grads: Vec<NDArray> = grads[si]
+                .iter()
+                .zip(outs)
+                .map(|(g, o)| {
+                    g.clone()
+                        .unwrap_or_else(|| NDArray::zeros(o.shape(), o.dtype()))
+                })
+                .collect();
             let na = step.node.num_arguments();
-            let ins: Vec<NDArray> = step.inputs[..na].iter().map(|&(s, o)| self.values[s][o].clone()).collect();
-            let aux_pos: Vec<usize> = step.inputs[na..].iter().map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1)).collect();
-            let mut aux: Vec<NDArray> = aux_pos.iter().map(|&p| self.aux_arrays.get(p).cloned().unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))).collect();
-            let ctx = OpCtx { is_train: self.last_train.unwrap_or(false), node: &step.node.name };
-            let in_grads = inst.backward(&ctx, &out_grads, &ins, outs, &mut aux).map_err(|e| with_node(e, &step.node))?;
+            let ins: Vec<NDArray> = step.inputs[..na]
+                .iter()
+                .map(|&(s, o)| self.values[s][o].clone())
+                .collect();
+            let aux_pos: Vec<usize> = step.inputs[na..]
+                .iter()
+                .map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1))
+                .collect();
+            let mut aux: Vec<NDArray> = aux_pos
+                .iter()
+                .map(|&p| {
+                    self.aux_arrays
+                        .get(p)
+                        .cloned()
+                        .unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))
+                })
+                .collect();
+            let ctx = OpCtx {
+                is_train: self.last_train.unwrap_or(false),
+                node: &step.node.name,
+            };
+            let in_grads = inst
+                .backward(&ctx, &out_grads, &ins, outs, &mut aux)
+                .map_err(|e| with_node(e, &step.node))?;
             for (p, a) in aux_pos.iter().zip(aux) {
                 if let Some(slot) = self.aux_arrays.get_mut(*p) {
                     *slot = a;
@@ -348,7 +574,9 @@ impl Executor {
                 if req == GradReq::Null {
                     continue;
                 }
-                let g = grads[si][0].take().unwrap_or_else(|| NDArray::zeros(self.arg_arrays[i].shape(), self.arg_arrays[i].dtype()));
+                let g = grads[si][0].take().unwrap_or_else(|| {
+                    NDArray::zeros(self.arg_arrays[i].shape(), self.arg_arrays[i].dtype())
+                });
                 let g = g.astype(self.arg_arrays[i].dtype());
                 self.grad_arrays[i] = Some(match (req, self.grad_arrays[i].take()) {
                     (GradReq::Add, Some(old)) => old.add(&g)?,
@@ -368,7 +596,10 @@ impl Executor {
                 Some((true, _)) => false,
                 // BatchNorm-style ops update state in backward: always run op nodes that
                 // have auxiliary states.
-                None => step.inputs.iter().any(|&(s, _)| needs[s]) || step.node.inputs.len() > step.node.num_arguments(),
+                None => {
+                    step.inputs.iter().any(|&(s, _)| needs[s])
+                        || step.node.inputs.len() > step.node.num_arguments()
+                }
             };
         }
         needs
@@ -385,15 +616,38 @@ fn accumulate(slot: &mut Option<NDArray>, g: NDArray) -> Result<()> {
 
 fn with_node(e: Error, node: &Node) -> Error {
     match &e {
-        Error::Invalid { what, .. } | Error::Shape { op: what, .. } if what.contains(&node.name) => e,
-        _ => Error::Context { context: format!("{} node \"{}\"", node.op_name(), node.name), source: Box::new(e) },
+        Error::Invalid { what, .. } | Error::Shape { op: what, .. }
+            if what.contains(&node.name) =>
+        {
+            e
+        }
+        _ => Error::Context {
+            context: format!("{} node \"{}\"", node.op_name(), node.name),
+            source: Box::new(e),
+        },
     }
 }
 
-fn compile(symbol: &Symbol, arg_names: &[String], aux_names: &[String]) -> (Vec<Step>, Vec<(usize, usize)>) {
+fn compile(
+    symbol: &Symbol,
+    arg_names: &[String],
+    aux_names: &[String],
+) -> (Vec<Step>, Vec<(usize, usize)>) {
     let nodes = symbol.topo_nodes();
-    let index: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n) as usize, i)).collect();
-    let aux_ptrs: std::collections::HashSet<usize> = nodes.iter().flat_map(|n| n.inputs.iter().skip(n.num_arguments()).map(|e| Arc::as_ptr(&e.node) as usize)).collect();
+    let index: HashMap<usize, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (Arc::as_ptr(n) as usize, i))
+        .collect();
+    let aux_ptrs: std::collections::HashSet<usize> = nodes
+        .iter()
+        .flat_map(|n| {
+            n.inputs
+                .iter()
+                .skip(n.num_arguments())
+                .map(|e| Arc::as_ptr(&e.node) as usize)
+        })
+        .collect();
     let steps = nodes
         .iter()
         .map(|n| {
@@ -404,9 +658,21 @@ fn compile(symbol: &Symbol, arg_names: &[String], aux_names: &[String]) -> (Vec<
             } else {
                 None
             };
-            Step { node: n.clone(), inputs: n.inputs.iter().map(|e| (index[&(Arc::as_ptr(&e.node) as usize)], e.index)).collect(), var }
+            Step {
+                node: n.clone(),
+                inputs: n
+                    .inputs
+                    .iter()
+                    .map(|e| (index[&(Arc::as_ptr(&e.node) as usize)], e.index))
+                    .collect(),
+                var,
+            }
         })
         .collect();
-    let heads = symbol.heads.iter().map(|h| (index[&(Arc::as_ptr(&h.node) as usize)], h.index)).collect();
+    let heads = symbol
+        .heads
+        .iter()
+        .map(|h| (index[&(Arc::as_ptr(&h.node) as usize)], h.index))
+        .collect();
     (steps, heads)
 }

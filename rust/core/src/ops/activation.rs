@@ -13,7 +13,12 @@ pub static OPS: &[OpDef] = &[OpDef {
     py_name: None,
     doc: "Applies an activation function elementwise: relu max(x, 0), sigmoid 1/(1+e^-x), \
           tanh, softrelu log(1+e^x), softsign x/(1+|x|).",
-    params: &[param("act_type", Enum(&["relu", "sigmoid", "tanh", "softrelu", "softsign"]), None, "Activation function to apply.")],
+    params: &[param(
+        "act_type",
+        Enum(&["relu", "sigmoid", "tanh", "softrelu", "softsign"]),
+        None,
+        "Activation function to apply.",
+    )],
     create: create_activation,
     variadic: None,
 }];

@@ -31,22 +31,78 @@ fn sigmoid(x: f32) -> f32 {
 
 // log(1 + e^x) without overflow for large x.
 fn softrelu(x: f32) -> f32 {
-    if x > 20.0 { x } else { x.exp().ln_1p() }
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
 }
 
 /// The table: value formula and derivative formula side by side.
 pub static UNARY: &[UnaryFn] = &[
-    UnaryFn { name: "exp", f: |x| x.exp(), df: |_, y| y },
-    UnaryFn { name: "log", f: |x| x.ln(), df: |x, _| 1.0 / x },
-    UnaryFn { name: "sqrt", f: |x| x.sqrt(), df: |_, y| 0.5 / y },
-    UnaryFn { name: "square", f: |x| x * x, df: |x, _| 2.0 * x },
-    UnaryFn { name: "abs", f: |x| x.abs(), df: |x, _| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 } },
-    UnaryFn { name: "negative", f: |x| -x, df: |_, _| -1.0 },
-    UnaryFn { name: "relu", f: |x| if x > 0.0 { x } else { 0.0 }, df: |x, _| if x > 0.0 { 1.0 } else { 0.0 } },
-    UnaryFn { name: "sigmoid", f: sigmoid, df: |_, y| y * (1.0 - y) },
-    UnaryFn { name: "tanh", f: |x| x.tanh(), df: |_, y| 1.0 - y * y },
-    UnaryFn { name: "softrelu", f: softrelu, df: |x, _| sigmoid(x) },
-    UnaryFn { name: "softsign", f: |x| x / (1.0 + x.abs()), df: |x, _| 1.0 / ((1.0 + x.abs()) * (1.0 + x.abs())) },
+    UnaryFn {
+        name: "exp",
+        f: |x| x.exp(),
+        df: |_, y| y,
+    },
+    UnaryFn {
+        name: "log",
+        f: |x| x.ln(),
+        df: |x, _| 1.0 / x,
+    },
+    UnaryFn {
+        name: "sqrt",
+        f: |x| x.sqrt(),
+        df: |_, y| 0.5 / y,
+    },
+    UnaryFn {
+        name: "square",
+        f: |x| x * x,
+        df: |x, _| 2.0 * x,
+    },
+    UnaryFn {
+        name: "abs",
+        f: |x| x.abs(),
+        df: |x, _| {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        },
+    },
+    UnaryFn {
+        name: "negative",
+        f: |x| -x,
+        df: |_, _| -1.0,
+    },
+    UnaryFn {
+        name: "relu",
+        f: |x| if x > 0.0 { x } else { 0.0 },
+        df: |x, _| if x > 0.0 { 1.0 } else { 0.0 },
+    },
+    UnaryFn {
+        name: "sigmoid",
+        f: sigmoid,
+        df: |_, y| y * (1.0 - y),
+    },
+    UnaryFn {
+        name: "tanh",
+        f: |x| x.tanh(),
+        df: |_, y| 1.0 - y * y,
+    },
+    UnaryFn {
+        name: "softrelu",
+        f: softrelu,
+        df: |x, _| sigmoid(x),
+    },
+    UnaryFn {
+        name: "softsign",
+        f: |x| x / (1.0 + x.abs()),
+        df: |x, _| 1.0 / ((1.0 + x.abs()) * (1.0 + x.abs())),
+    },
 ];
 
 /// The table row named `name`.
@@ -67,7 +123,13 @@ pub fn map_unary(x: &NDArray, f: fn(f32) -> f32, what: &str) -> Result<NDArray> 
 }
 
 /// dx = g · df(x, y) elementwise.
-pub fn unary_grad(x: &NDArray, y: &NDArray, g: &NDArray, df: fn(f32, f32) -> f32, what: &str) -> Result<NDArray> {
+pub fn unary_grad(
+    x: &NDArray,
+    y: &NDArray,
+    g: &NDArray,
+    df: fn(f32, f32) -> f32,
+    what: &str,
+) -> Result<NDArray> {
     let (xs, ys, gs) = (x.f32s(what)?, y.f32s(what)?, g.f32s(what)?);
     let mut out = vec![0.0f32; xs.len()];
     par::for_each_chunk_mut(&mut out, |start, chunk| {
@@ -87,14 +149,39 @@ impl Operator for Unary {
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
-    fn infer_shape(&self, node: &str, inputs: &mut [MaybeShape], _aux: &mut [MaybeShape]) -> Result<Vec<Vec<usize>>> {
-        Ok(vec![super::known(self.0.name, node, &["data"], inputs, 0)?.to_vec()])
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        Ok(vec![
+            super::known(self.0.name, node, &["data"], inputs, 0)?.to_vec()
+        ])
     }
-    fn forward(&self, _ctx: &OpCtx, inputs: &[NDArray], _aux: &mut [NDArray]) -> Result<Vec<NDArray>> {
+    fn forward(
+        &self,
+        _ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
         Ok(vec![map_unary(&inputs[0], self.0.f, self.0.name)?])
     }
-    fn backward(&self, _ctx: &OpCtx, g: &[NDArray], inputs: &[NDArray], outputs: &[NDArray], _aux: &mut [NDArray]) -> Result<Vec<Option<NDArray>>> {
-        Ok(vec![Some(unary_grad(&inputs[0], &outputs[0], &g[0], self.0.df, self.0.name)?)])
+    fn backward(
+        &self,
+        _ctx: &OpCtx,
+        g: &[NDArray],
+        inputs: &[NDArray],
+        outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        Ok(vec![Some(unary_grad(
+            &inputs[0],
+            &outputs[0],
+            &g[0],
+            self.0.df,
+            self.0.name,
+        )?)])
     }
 }
 
@@ -106,7 +193,11 @@ macro_rules! unary_def {
             py_name: None,
             doc: $doc,
             params: &[] as &[ParamDef],
-            create: |p: &Params| Ok(Arc::new(Unary(unary_fn(p.op).ok_or_else(|| crate::error::Error::Msg(format!("internal: no unary {}", p.op)))?)) as Arc<dyn Operator>),
+            create: |p: &Params| {
+                Ok(Arc::new(Unary(unary_fn(p.op).ok_or_else(|| {
+                    crate::error::Error::Msg(format!("internal: no unary {}", p.op))
+                })?)) as Arc<dyn Operator>)
+            },
             variadic: None,
         }
     };

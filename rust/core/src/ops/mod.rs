@@ -5,9 +5,18 @@
 //! `nd` namespaces and the registry-wide tests are generated from `registry()`.
 
 pub mod activation;
+pub mod broadcast;
+pub mod conv;
 pub mod elemwise;
+pub mod linalg;
+pub mod loss;
 pub mod nn;
+pub mod norm;
 pub mod params;
+pub mod pool;
+pub mod reduce;
+pub mod shape;
+pub mod softmax;
 pub mod testing;
 
 use crate::error::{Error, Result};
@@ -50,17 +59,36 @@ pub trait Operator: Send + Sync + fmt::Debug {
     }
     /// Infers output shapes from input shapes, filling in inputs it can deduce (weights from
     /// data, labels from data). Unknown inputs it needs are an error naming the argument.
-    fn infer_shape(&self, node: &str, inputs: &mut [MaybeShape], aux: &mut [MaybeShape]) -> Result<Vec<Vec<usize>>>;
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>>;
     /// Infers output dtypes; the default: everything takes the first known input dtype
     /// (float32 when none is known).
-    fn infer_type(&self, inputs: &mut [Option<DType>], aux: &mut [Option<DType>]) -> Result<Vec<DType>> {
-        let t = inputs.iter().chain(aux.iter()).flatten().next().copied().unwrap_or(DType::Float32);
-        inputs.iter_mut().chain(aux.iter_mut()).for_each(|x| *x = Some(x.unwrap_or(t)));
+    fn infer_type(
+        &self,
+        inputs: &mut [Option<DType>],
+        aux: &mut [Option<DType>],
+    ) -> Result<Vec<DType>> {
+        let t = inputs
+            .iter()
+            .chain(aux.iter())
+            .flatten()
+            .next()
+            .copied()
+            .unwrap_or(DType::Float32);
+        inputs
+            .iter_mut()
+            .chain(aux.iter_mut())
+            .for_each(|x| *x = Some(x.unwrap_or(t)));
         Ok(vec![t; self.num_outputs()])
     }
     /// Computes every output (hidden ones included). Aux states may be read (and, for ops
     /// that keep running statistics, replaced).
-    fn forward(&self, ctx: &OpCtx, inputs: &[NDArray], aux: &mut [NDArray]) -> Result<Vec<NDArray>>;
+    fn forward(&self, ctx: &OpCtx, inputs: &[NDArray], aux: &mut [NDArray])
+        -> Result<Vec<NDArray>>;
     /// Gradients of the inputs, one per argument (`None`: no gradient, e.g. labels and
     /// indices). `out_grads` has one entry per output (hidden ones get zeros).
     fn backward(
@@ -83,18 +111,42 @@ pub const UNKNOWN_SHAPE: &str = "an unknown shape";
 /// The error an op's `infer_shape` returns for a needed input whose shape is unknown; shape
 /// inference retries such nodes after other nodes have filled shapes in.
 pub fn unknown_input(op: &str, node: &str, arg: &str) -> Error {
-    Error::invalid(format!("{op} node \"{node}\": input \"{arg}\""), "a known shape", UNKNOWN_SHAPE)
+    Error::invalid(
+        format!("{op} node \"{node}\": input \"{arg}\""),
+        "a known shape",
+        UNKNOWN_SHAPE,
+    )
 }
 
 /// The shape of input `i`, or the unknown-input error naming it.
-pub fn known<'a>(op: &str, node: &str, names: &[&str], inputs: &'a [MaybeShape], i: usize) -> Result<&'a [usize]> {
-    inputs.get(i).and_then(|s| s.as_deref()).ok_or_else(|| unknown_input(op, node, names.get(i).copied().unwrap_or("input")))
+pub fn known<'a>(
+    op: &str,
+    node: &str,
+    names: &[&str],
+    inputs: &'a [MaybeShape],
+    i: usize,
+) -> Result<&'a [usize]> {
+    inputs
+        .get(i)
+        .and_then(|s| s.as_deref())
+        .ok_or_else(|| unknown_input(op, node, names.get(i).copied().unwrap_or("input")))
 }
 
 /// Checks input `arg`'s shape against `want`, or fills it in when unknown.
-pub fn check_or_fill(op: &str, node: &str, arg: &str, slot: &mut MaybeShape, want: &[usize]) -> Result<()> {
+pub fn check_or_fill(
+    op: &str,
+    node: &str,
+    arg: &str,
+    slot: &mut MaybeShape,
+    want: &[usize],
+) -> Result<()> {
     match slot {
-        Some(s) if s.as_slice() != want => Err(Error::shape(op, format!("node \"{node}\": input \"{arg}\""), want, s.as_slice())),
+        Some(s) if s.as_slice() != want => Err(Error::shape(
+            op,
+            format!("node \"{node}\": input \"{arg}\""),
+            want,
+            s.as_slice(),
+        )),
         Some(_) => Ok(()),
         None => {
             *slot = Some(want.to_vec());
@@ -133,11 +185,17 @@ impl fmt::Debug for OpDef {
 impl OpDef {
     /// The snake_case Python name (`FullyConnected` → `fully_connected`).
     pub fn python_name(&self) -> String {
-        self.py_name.map(str::to_string).unwrap_or_else(|| snake_case(self.name))
+        self.py_name
+            .map(str::to_string)
+            .unwrap_or_else(|| snake_case(self.name))
     }
 
     /// Parses attributes and builds an operator instance; errors name op, node and param.
-    pub fn instantiate(&'static self, node: &str, attrs: &BTreeMap<String, String>) -> Result<Arc<dyn Operator>> {
+    pub fn instantiate(
+        &'static self,
+        node: &str,
+        attrs: &BTreeMap<String, String>,
+    ) -> Result<Arc<dyn Operator>> {
         let p = Params::parse(self, node, attrs)?;
         (self.create)(&p)
     }
@@ -150,7 +208,8 @@ pub fn snake_case(name: &str) -> String {
     let mut out = String::new();
     for (i, &c) in chars.iter().enumerate() {
         if c.is_uppercase() {
-            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let prev_lower =
+                i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
             let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
             let prev_upper = i > 0 && chars[i - 1].is_uppercase();
             if i > 0 && (prev_lower || (prev_upper && next_lower)) && !out.ends_with('_') {
@@ -166,7 +225,20 @@ pub fn snake_case(name: &str) -> String {
 
 /// The family files; each returns its entries.
 fn families() -> Vec<&'static [OpDef]> {
-    vec![activation::OPS, elemwise::OPS, nn::OPS]
+    vec![
+        activation::OPS,
+        broadcast::OPS,
+        conv::OPS,
+        elemwise::OPS,
+        linalg::OPS,
+        loss::OPS,
+        nn::OPS,
+        norm::OPS,
+        pool::OPS,
+        reduce::OPS,
+        shape::OPS,
+        softmax::OPS,
+    ]
 }
 
 /// Every registered operator, by MXNet name and alias.
@@ -188,7 +260,13 @@ pub fn registry() -> &'static BTreeMap<&'static str, &'static OpDef> {
 
 /// The entry for `name`, or a `NotFound` error.
 pub fn lookup(name: &str) -> Result<&'static OpDef> {
-    registry().get(name).copied().ok_or_else(|| Error::NotFound { kind: "operator".into(), name: name.into() })
+    registry()
+        .get(name)
+        .copied()
+        .ok_or_else(|| Error::NotFound {
+            kind: "operator".into(),
+            name: name.into(),
+        })
 }
 
 #[cfg(test)]

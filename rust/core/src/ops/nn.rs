@@ -16,9 +16,24 @@ pub static OPS: &[OpDef] = &[OpDef {
           reshaped to (batch, -1) first; with flatten=False the transformation applies to the \
           last axis. Weight shape (num_hidden, input_dim), bias shape (num_hidden,).",
     params: &[
-        param("num_hidden", Int, None, "Number of hidden units (output features)."),
-        param("no_bias", Bool, Some("False"), "Whether to leave out the bias term."),
-        param("flatten", Bool, Some("True"), "Whether to collapse all but the first axis of the input."),
+        param(
+            "num_hidden",
+            Int,
+            None,
+            "Number of hidden units (output features).",
+        ),
+        param(
+            "no_bias",
+            Bool,
+            Some("False"),
+            "Whether to leave out the bias term.",
+        ),
+        param(
+            "flatten",
+            Bool,
+            Some("True"),
+            "Whether to collapse all but the first axis of the input.",
+        ),
     ],
     create: FullyConnected::create,
     variadic: None,
@@ -33,7 +48,11 @@ struct FullyConnected {
 
 impl FullyConnected {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(FullyConnected { num_hidden: p.usize_min("num_hidden", 1)?, no_bias: p.bool("no_bias")?, flatten: p.bool("flatten")? }))
+        Ok(Arc::new(FullyConnected {
+            num_hidden: p.usize_min("num_hidden", 1)?,
+            no_bias: p.bool("no_bias")?,
+            flatten: p.bool("flatten")?,
+        }))
     }
 
     /// (rows, input_dim) of the data viewed as a matrix.
@@ -58,21 +77,41 @@ impl FullyConnected {
 
 impl Operator for FullyConnected {
     fn arguments(&self) -> Vec<String> {
-        if self.no_bias { vec!["data".into(), "weight".into()] } else { vec!["data".into(), "weight".into(), "bias".into()] }
+        if self.no_bias {
+            vec!["data".into(), "weight".into()]
+        } else {
+            vec!["data".into(), "weight".into(), "bias".into()]
+        }
     }
 
-    fn infer_shape(&self, node: &str, inputs: &mut [MaybeShape], _aux: &mut [MaybeShape]) -> Result<Vec<Vec<usize>>> {
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
         let data = known("FullyConnected", node, &["data"], inputs, 0)?.to_vec();
         let (_, k) = self.matrix_dims(&data);
         let want_w = vec![self.num_hidden, k];
         super::check_or_fill("FullyConnected", node, "weight", &mut inputs[1], &want_w)?;
         if !self.no_bias {
-            super::check_or_fill("FullyConnected", node, "bias", &mut inputs[2], &[self.num_hidden])?;
+            super::check_or_fill(
+                "FullyConnected",
+                node,
+                "bias",
+                &mut inputs[2],
+                &[self.num_hidden],
+            )?;
         }
         Ok(vec![self.out_shape(&data)])
     }
 
-    fn forward(&self, _ctx: &OpCtx, inputs: &[NDArray], _aux: &mut [NDArray]) -> Result<Vec<NDArray>> {
+    fn forward(
+        &self,
+        _ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
         let x = inputs[0].f32s("FullyConnected: data")?;
         let w = inputs[1].f32s("FullyConnected: weight")?;
         let (m, k) = self.matrix_dims(inputs[0].shape());
@@ -82,21 +121,49 @@ impl Operator for FullyConnected {
             let b = inputs[2].f32s("FullyConnected: bias")?;
             out.chunks_mut(n).for_each(|row| row.copy_from_slice(b));
         }
-        gemm(MatRef::row_major(x, m, k), MatRef::row_major(w, n, k).t(), &mut out, !self.no_bias)?;
-        Ok(vec![NDArray::from_f32(&self.out_shape(inputs[0].shape()), out)?])
+        gemm(
+            MatRef::row_major(x, m, k),
+            MatRef::row_major(w, n, k).t(),
+            &mut out,
+            !self.no_bias,
+        )?;
+        Ok(vec![NDArray::from_f32(
+            &self.out_shape(inputs[0].shape()),
+            out,
+        )?])
     }
 
-    fn backward(&self, _ctx: &OpCtx, out_grads: &[NDArray], inputs: &[NDArray], _outputs: &[NDArray], _aux: &mut [NDArray]) -> Result<Vec<Option<NDArray>>> {
+    fn backward(
+        &self,
+        _ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        _outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
         let x = inputs[0].f32s("FullyConnected: data")?;
         let w = inputs[1].f32s("FullyConnected: weight")?;
         let g = out_grads[0].f32s("FullyConnected: output gradient")?;
         let (m, k) = self.matrix_dims(inputs[0].shape());
         let n = self.num_hidden;
         let mut dx = vec![0.0f32; m * k];
-        gemm(MatRef::row_major(g, m, n), MatRef::row_major(w, n, k), &mut dx, false)?;
+        gemm(
+            MatRef::row_major(g, m, n),
+            MatRef::row_major(w, n, k),
+            &mut dx,
+            false,
+        )?;
         let mut dw = vec![0.0f32; n * k];
-        gemm(MatRef::row_major(g, m, n).t(), MatRef::row_major(x, m, k), &mut dw, false)?;
-        let mut grads = vec![Some(NDArray::from_f32(inputs[0].shape(), dx)?), Some(NDArray::from_f32(inputs[1].shape(), dw)?)];
+        gemm(
+            MatRef::row_major(g, m, n).t(),
+            MatRef::row_major(x, m, k),
+            &mut dw,
+            false,
+        )?;
+        let mut grads = vec![
+            Some(NDArray::from_f32(inputs[0].shape(), dx)?),
+            Some(NDArray::from_f32(inputs[1].shape(), dw)?),
+        ];
         if !self.no_bias {
             let mut db = vec![0.0f32; n];
             for row in g.chunks(n) {

@@ -39,7 +39,13 @@ impl ParamKind {
             ParamKind::Bool => "boolean".into(),
             ParamKind::Shape => "shape (tuple of ints)".into(),
             ParamKind::OptShape => "shape or None".into(),
-            ParamKind::Enum(v) => format!("one of {}", v.iter().map(|s| format!("'{s}'")).collect::<Vec<_>>().join(", ")),
+            ParamKind::Enum(v) => format!(
+                "one of {}",
+                v.iter()
+                    .map(|s| format!("'{s}'"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             ParamKind::Str => "string".into(),
         }
     }
@@ -59,8 +65,18 @@ pub struct ParamDef {
 }
 
 /// Shorthand for a `ParamDef`.
-pub const fn param(name: &'static str, kind: ParamKind, default: Option<&'static str>, doc: &'static str) -> ParamDef {
-    ParamDef { name, kind, default, doc }
+pub const fn param(
+    name: &'static str,
+    kind: ParamKind,
+    default: Option<&'static str>,
+    doc: &'static str,
+) -> ParamDef {
+    ParamDef {
+        name,
+        kind,
+        default,
+        doc,
+    }
 }
 
 /// A parsed parameter value.
@@ -101,11 +117,12 @@ fn parse_bool(s: &str) -> Option<bool> {
 /// Parses MXNet's tuple text: `"(3, 3)"`, `"(2,)"`, `"[1, 2]"`, `"()"`, or a bare `"3"`.
 pub fn parse_shape(s: &str) -> Option<Vec<i64>> {
     let t = s.trim();
-    let inner = if (t.starts_with('(') && t.ends_with(')')) || (t.starts_with('[') && t.ends_with(']')) {
-        &t[1..t.len() - 1]
-    } else {
-        t
-    };
+    let inner =
+        if (t.starts_with('(') && t.ends_with(')')) || (t.starts_with('[') && t.ends_with(']')) {
+            &t[1..t.len() - 1]
+        } else {
+            t
+        };
     inner
         .split(',')
         .map(str::trim)
@@ -128,7 +145,10 @@ fn parse_value(kind: ParamKind, s: &str) -> Option<Value> {
         ParamKind::Shape => parse_shape(t).map(Value::Shape),
         ParamKind::OptShape if none => Some(Value::None),
         ParamKind::OptShape => parse_shape(t).map(Value::Shape),
-        ParamKind::Enum(v) => v.iter().find(|x| **x == t).map(|x| Value::Str(x.to_string())),
+        ParamKind::Enum(v) => v
+            .iter()
+            .find(|x| **x == t)
+            .map(|x| Value::Str(x.to_string())),
         ParamKind::Str => Some(Value::Str(t.to_string())),
     }
 }
@@ -136,7 +156,11 @@ fn parse_value(kind: ParamKind, s: &str) -> Option<Value> {
 impl Params {
     /// Parses `attrs` against `def.params`: fills defaults, rejects unknown names and bad
     /// values. Attribute names of the form `__x__` (MXNet's reserved keys) are skipped.
-    pub fn parse(def: &'static OpDef, node: &str, attrs: &BTreeMap<String, String>) -> Result<Params> {
+    pub fn parse(
+        def: &'static OpDef,
+        node: &str,
+        attrs: &BTreeMap<String, String>,
+    ) -> Result<Params> {
         let mut values = BTreeMap::new();
         for (k, v) in attrs {
             if k.starts_with("__") && k.ends_with("__") {
@@ -146,12 +170,20 @@ impl Params {
                 let valid: Vec<&str> = def.params.iter().map(|p| p.name).collect();
                 return Err(Error::invalid(
                     format!("{} node \"{node}\": parameter \"{k}\"", def.name),
-                    if valid.is_empty() { "no parameters".to_string() } else { format!("one of {}", valid.join(", ")) },
+                    if valid.is_empty() {
+                        "no parameters".to_string()
+                    } else {
+                        format!("one of {}", valid.join(", "))
+                    },
                     "an unknown parameter",
                 ));
             };
             let val = parse_value(pd.kind, v).ok_or_else(|| {
-                Error::invalid(format!("{} node \"{node}\": parameter \"{k}\"", def.name), pd.kind.describe(), format!("\"{v}\""))
+                Error::invalid(
+                    format!("{} node \"{node}\": parameter \"{k}\"", def.name),
+                    pd.kind.describe(),
+                    format!("\"{v}\""),
+                )
             })?;
             values.insert(pd.name, val);
         }
@@ -161,7 +193,12 @@ impl Params {
             }
             match pd.default {
                 Some(d) => {
-                    let val = parse_value(pd.kind, d).ok_or_else(|| Error::Msg(format!("internal: bad default {d} for {}.{}", def.name, pd.name)))?;
+                    let val = parse_value(pd.kind, d).ok_or_else(|| {
+                        Error::Msg(format!(
+                            "internal: bad default {d} for {}.{}",
+                            def.name, pd.name
+                        ))
+                    })?;
                     values.insert(pd.name, val);
                 }
                 None => {
@@ -173,15 +210,25 @@ impl Params {
                 }
             }
         }
-        Ok(Params { op: def.name, node: node.to_string(), values })
+        Ok(Params {
+            op: def.name,
+            node: node.to_string(),
+            values,
+        })
     }
 
     fn get(&self, name: &str) -> Result<&Value> {
-        self.values.get(name).ok_or_else(|| Error::Msg(format!("internal: {} has no parameter {name}", self.op)))
+        self.values
+            .get(name)
+            .ok_or_else(|| Error::Msg(format!("internal: {} has no parameter {name}", self.op)))
     }
 
     fn bad(&self, name: &str, expected: &str, got: impl std::fmt::Display) -> Error {
-        Error::invalid(format!("{} node \"{}\": parameter \"{name}\"", self.op, self.node), expected, got.to_string())
+        Error::invalid(
+            format!("{} node \"{}\": parameter \"{name}\"", self.op, self.node),
+            expected,
+            got.to_string(),
+        )
     }
 
     /// An integer parameter.
@@ -279,9 +326,18 @@ mod tests {
         assert_eq!(parse_shape("()"), Some(vec![]));
         assert_eq!(parse_shape("4"), Some(vec![4]));
         assert_eq!(parse_shape("(a, 1)"), None);
-        assert_eq!(parse_value(ParamKind::Bool, "True"), Some(Value::Bool(true)));
+        assert_eq!(
+            parse_value(ParamKind::Bool, "True"),
+            Some(Value::Bool(true))
+        );
         assert_eq!(parse_value(ParamKind::OptInt, "None"), Some(Value::None));
-        assert_eq!(parse_value(ParamKind::Float, "1e-3"), Some(Value::Float(1e-3)));
-        assert_eq!(parse_value(ParamKind::Enum(&["relu", "tanh"]), "sigmoid"), None);
+        assert_eq!(
+            parse_value(ParamKind::Float, "1e-3"),
+            Some(Value::Float(1e-3))
+        );
+        assert_eq!(
+            parse_value(ParamKind::Enum(&["relu", "tanh"]), "sigmoid"),
+            None
+        );
     }
 }

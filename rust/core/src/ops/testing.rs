@@ -69,12 +69,23 @@ impl GradCheck {
     /// Runs the shape check and the gradient check; the error says what disagreed.
     pub fn run(&self) -> Result<()> {
         let def = lookup(self.op)?;
-        let attrs: BTreeMap<String, String> = self.attrs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let attrs: BTreeMap<String, String> = self
+            .attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
         let inst = def.instantiate("check", &attrs)?;
-        let mut in_shapes: Vec<_> = self.inputs.iter().map(|a| Some(a.shape().to_vec())).collect();
+        let mut in_shapes: Vec<_> = self
+            .inputs
+            .iter()
+            .map(|a| Some(a.shape().to_vec()))
+            .collect();
         let mut aux_shapes: Vec<_> = self.aux.iter().map(|a| Some(a.shape().to_vec())).collect();
         let shapes = inst.infer_shape("check", &mut in_shapes, &mut aux_shapes)?;
-        let ctx = OpCtx { is_train: self.is_train, node: "check" };
+        let ctx = OpCtx {
+            is_train: self.is_train,
+            node: "check",
+        };
         let run = |ins: &[NDArray]| -> Result<Vec<NDArray>> {
             let mut aux = self.aux.clone();
             inst.forward(&ctx, ins, &mut aux)
@@ -83,10 +94,25 @@ impl GradCheck {
         let nvis = inst.output_names().len();
         for (k, (o, s)) in outs.iter().zip(&shapes).enumerate() {
             if o.shape() != s.as_slice() {
-                return Err(Error::shape(self.op, format!("output {k}: inferred vs computed"), s, o.shape()));
+                return Err(Error::shape(
+                    self.op,
+                    format!("output {k}: inferred vs computed"),
+                    s,
+                    o.shape(),
+                ));
             }
         }
-        let heads: Vec<NDArray> = outs.iter().enumerate().map(|(k, o)| if k < nvis { random_array(o.shape(), -1.0, 1.0, 1000 + k as u64) } else { NDArray::zeros(o.shape(), o.dtype()) }).collect();
+        let heads: Vec<NDArray> = outs
+            .iter()
+            .enumerate()
+            .map(|(k, o)| {
+                if k < nvis {
+                    random_array(o.shape(), -1.0, 1.0, 1000 + k as u64)
+                } else {
+                    NDArray::zeros(o.shape(), o.dtype())
+                }
+            })
+            .collect();
         let objective = |ins: &[NDArray]| -> Result<f64> {
             let outs = run(ins)?;
             if let Some(f) = &self.objective {
@@ -94,7 +120,12 @@ impl GradCheck {
             }
             let mut total = 0.0;
             for (o, h) in outs.iter().zip(&heads).take(nvis) {
-                total += o.to_f64_vec().iter().zip(h.to_f64_vec()).map(|(a, b)| a * b).sum::<f64>();
+                total += o
+                    .to_f64_vec()
+                    .iter()
+                    .zip(h.to_f64_vec())
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>();
             }
             Ok(total)
         };
@@ -105,10 +136,18 @@ impl GradCheck {
                 continue;
             }
             let Some(g) = grads.get(i).cloned().flatten() else {
-                return Err(Error::Msg(format!("{}: no gradient for input {i}", self.op)));
+                return Err(Error::Msg(format!(
+                    "{}: no gradient for input {i}",
+                    self.op
+                )));
             };
             if g.shape() != input.shape() {
-                return Err(Error::shape(self.op, format!("gradient of input {i}"), input.shape(), g.shape()));
+                return Err(Error::shape(
+                    self.op,
+                    format!("gradient of input {i}"),
+                    input.shape(),
+                    g.shape(),
+                ));
             }
             let analytic = g.to_f64_vec();
             let base = input.f32s("input")?.to_vec();
@@ -123,7 +162,10 @@ impl GradCheck {
                 ins_m[i] = NDArray::from_f32(input.shape(), minus)?;
                 let numeric = (objective(&ins_p)? - objective(&ins_m)?) / (2.0 * self.eps as f64);
                 if (numeric - a).abs() > self.atol + self.rtol * numeric.abs() {
-                    return Err(Error::Msg(format!("{}: d/d input {i}[{j}]: backward {a}, finite difference {numeric}", self.op)));
+                    return Err(Error::Msg(format!(
+                        "{}: d/d input {i}[{j}]: backward {a}, finite difference {numeric}",
+                        self.op
+                    )));
                 }
             }
         }

@@ -55,8 +55,21 @@ pub struct Symbol {
 
 impl Node {
     /// A new node.
-    pub fn new(op: Option<&'static OpDef>, inst: Option<Arc<dyn Operator>>, name: String, attrs: BTreeMap<String, String>, inputs: Vec<Entry>) -> Arc<Node> {
-        Arc::new(Node { op, inst, name, attrs, inputs, mutations: AtomicU32::new(0) })
+    pub fn new(
+        op: Option<&'static OpDef>,
+        inst: Option<Arc<dyn Operator>>,
+        name: String,
+        attrs: BTreeMap<String, String>,
+        inputs: Vec<Entry>,
+    ) -> Arc<Node> {
+        Arc::new(Node {
+            op,
+            inst,
+            name,
+            attrs,
+            inputs,
+            mutations: AtomicU32::new(0),
+        })
     }
 
     /// True for a variable.
@@ -90,7 +103,14 @@ impl Node {
             None => self.name.clone(),
             Some(inst) => {
                 let names = inst.output_names();
-                format!("{}_{}", self.name, names.get(i).cloned().unwrap_or_else(|| format!("output{i}")))
+                format!(
+                    "{}_{}",
+                    self.name,
+                    names
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_else(|| format!("output{i}"))
+                )
             }
         }
     }
@@ -102,7 +122,10 @@ static NAME_COUNTERS: Mutex<Option<HashMap<String, usize>>> = Mutex::new(None);
 /// `{hint}{counter}`: the next automatic name for `hint`.
 fn auto_name(hint: &str) -> String {
     let mut guard = NAME_COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
-    let c = guard.get_or_insert_with(HashMap::new).entry(hint.to_string()).or_insert(0);
+    let c = guard
+        .get_or_insert_with(HashMap::new)
+        .entry(hint.to_string())
+        .or_insert(0);
     let name = format!("{hint}{c}");
     *c += 1;
     name
@@ -122,7 +145,13 @@ impl Symbol {
     /// A variable with attributes (`__shape__`, `__init__`, `__lr_mult__`, …).
     pub fn variable_with_attrs(name: &str, attrs: BTreeMap<String, String>) -> Symbol {
         let node = Node::new(None, None, name.to_string(), attrs, vec![]);
-        Symbol { heads: vec![Entry { node, index: 0, version: 0 }] }
+        Symbol {
+            heads: vec![Entry {
+                node,
+                index: 0,
+                version: 0,
+            }],
+        }
     }
 
     /// Applies operator `op` (an MXNet name) with string attributes to inputs given by
@@ -130,13 +159,26 @@ impl Symbol {
     /// `{name}_{arg}` carrying a copy of the op's attributes; an unnamed op gets MXNet's
     /// automatic name (`fullyconnected0`). Variadic ops take every input positionally and
     /// set their count parameter themselves.
-    pub fn create(op: &str, name: Option<&str>, attrs: &[(&str, &str)], inputs: Vec<(Option<String>, Symbol)>) -> Result<Symbol> {
-        let attrs: BTreeMap<String, String> = attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    pub fn create(
+        op: &str,
+        name: Option<&str>,
+        attrs: &[(&str, &str)],
+        inputs: Vec<(Option<String>, Symbol)>,
+    ) -> Result<Symbol> {
+        let attrs: BTreeMap<String, String> = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Self::compose(op, name, attrs, inputs)
     }
 
     /// `create` with an owned attribute map.
-    pub fn compose(op: &str, name: Option<&str>, mut attrs: BTreeMap<String, String>, inputs: Vec<(Option<String>, Symbol)>) -> Result<Symbol> {
+    pub fn compose(
+        op: &str,
+        name: Option<&str>,
+        mut attrs: BTreeMap<String, String>,
+        inputs: Vec<(Option<String>, Symbol)>,
+    ) -> Result<Symbol> {
         let def = ops::lookup(op)?;
         let name = match name {
             Some(n) => n.to_string(),
@@ -144,7 +186,11 @@ impl Symbol {
         };
         if let Some(count) = def.variadic {
             if inputs.iter().any(|(k, _)| k.is_some()) {
-                return Err(Error::invalid(format!("{op} node \"{name}\": inputs"), "positional inputs only (a variadic operator)", "named inputs"));
+                return Err(Error::invalid(
+                    format!("{op} node \"{name}\": inputs"),
+                    "positional inputs only (a variadic operator)",
+                    "named inputs",
+                ));
             }
             attrs.insert(count.to_string(), inputs.len().to_string());
         }
@@ -155,12 +201,22 @@ impl Symbol {
         let all_names: Vec<&String> = arg_names.iter().chain(aux_names.iter()).collect();
         let mut next_pos = 0;
         for (key, sym) in inputs {
-            let entry = sym.single_entry(&format!("{op} node \"{name}\": input {}", key.as_deref().unwrap_or("(positional)")))?;
+            let entry = sym.single_entry(&format!(
+                "{op} node \"{name}\": input {}",
+                key.as_deref().unwrap_or("(positional)")
+            ))?;
             let slot = match key {
                 Some(k) => all_names.iter().position(|n| **n == k).ok_or_else(|| {
                     Error::invalid(
                         format!("{op} node \"{name}\": input \"{k}\""),
-                        format!("one of {}", all_names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")),
+                        format!(
+                            "one of {}",
+                            all_names
+                                .iter()
+                                .map(|s| s.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                         "an unknown input name",
                     )
                 })?,
@@ -169,13 +225,21 @@ impl Symbol {
                         next_pos += 1;
                     }
                     if next_pos >= slots.len() {
-                        return Err(Error::invalid(format!("{op} node \"{name}\": inputs"), format!("at most {} inputs", slots.len()), "more"));
+                        return Err(Error::invalid(
+                            format!("{op} node \"{name}\": inputs"),
+                            format!("at most {} inputs", slots.len()),
+                            "more",
+                        ));
                     }
                     next_pos
                 }
             };
             if slots[slot].is_some() {
-                return Err(Error::invalid(format!("{op} node \"{name}\": input \"{}\"", all_names[slot]), "one value", "two"));
+                return Err(Error::invalid(
+                    format!("{op} node \"{name}\": input \"{}\"", all_names[slot]),
+                    "one value",
+                    "two",
+                ));
             }
             slots[slot] = Some(entry);
         }
@@ -187,13 +251,17 @@ impl Symbol {
                 Some(e) => e,
                 None => {
                     let mut vattrs = attrs.clone();
-                    vattrs.retain(|k, _| !(k.starts_with("__") && k.ends_with("__")) || k == "__ctx_group__");
+                    vattrs.retain(|k, _| {
+                        !(k.starts_with("__") && k.ends_with("__")) || k == "__ctx_group__"
+                    });
                     if is_aux {
                         if let Some(init) = aux_init(all_names[i]) {
                             vattrs.insert("__init__".into(), init.into());
                         }
                     }
-                    Symbol::variable_with_attrs(&format!("{name}_{}", all_names[i]), vattrs).heads.remove(0)
+                    Symbol::variable_with_attrs(&format!("{name}_{}", all_names[i]), vattrs)
+                        .heads
+                        .remove(0)
                 }
             };
             if is_aux {
@@ -214,27 +282,51 @@ impl Symbol {
             entries.push(e);
         }
         let node = Node::new(Some(def), Some(inst), name, attrs, entries);
-        let heads = (0..node.num_visible_outputs()).map(|i| Entry { node: node.clone(), index: i, version: 0 }).collect();
+        let heads = (0..node.num_visible_outputs())
+            .map(|i| Entry {
+                node: node.clone(),
+                index: i,
+                version: 0,
+            })
+            .collect();
         Ok(Symbol { heads })
     }
 
     fn single_entry(&self, what: &str) -> Result<Entry> {
         if self.heads.len() != 1 {
-            return Err(Error::invalid(what, "a symbol with one output", format!("a group of {} outputs", self.heads.len())));
+            return Err(Error::invalid(
+                what,
+                "a symbol with one output",
+                format!("a group of {} outputs", self.heads.len()),
+            ));
         }
         Ok(self.heads[0].clone())
     }
 
     /// Groups several symbols' outputs into one symbol.
     pub fn group(symbols: &[Symbol]) -> Symbol {
-        Symbol { heads: symbols.iter().flat_map(|s| s.heads.iter().cloned()).collect() }
+        Symbol {
+            heads: symbols
+                .iter()
+                .flat_map(|s| s.heads.iter().cloned())
+                .collect(),
+        }
     }
 
     /// Output `i` as a symbol.
     pub fn output(&self, i: usize) -> Result<Symbol> {
-        self.heads.get(i).map(|e| Symbol { heads: vec![e.clone()] }).ok_or_else(|| {
-            Error::invalid("symbol index", format!("an output index below {}", self.heads.len()), i.to_string())
-        })
+        self.heads
+            .get(i)
+            .map(|e| Symbol {
+                heads: vec![e.clone()],
+            })
+            .ok_or_else(|| {
+                Error::invalid(
+                    "symbol index",
+                    format!("an output index below {}", self.heads.len()),
+                    i.to_string(),
+                )
+            })
     }
 
     /// The output named `name` (as in `list_outputs`).
@@ -242,7 +334,11 @@ impl Symbol {
         let outs = self.list_outputs();
         match outs.iter().position(|o| o == name) {
             Some(i) => self.output(i),
-            None => Err(Error::invalid("symbol output name", format!("one of {}", outs.join(", ")), format!("\"{name}\""))),
+            None => Err(Error::invalid(
+                "symbol output name",
+                format!("one of {}", outs.join(", ")),
+                format!("\"{name}\""),
+            )),
         }
     }
 
@@ -277,7 +373,13 @@ impl Symbol {
         let heads = self
             .topo_nodes()
             .into_iter()
-            .flat_map(|n| (0..n.num_visible_outputs()).map(move |i| Entry { node: n.clone(), index: i, version: 0 }))
+            .flat_map(|n| {
+                (0..n.num_visible_outputs()).map(move |i| Entry {
+                    node: n.clone(),
+                    index: i,
+                    version: 0,
+                })
+            })
             .collect();
         Symbol { heads }
     }
@@ -298,24 +400,39 @@ impl Symbol {
     pub fn list_arguments(&self) -> Vec<String> {
         let nodes = self.topo_nodes();
         let aux = self.aux_variable_ptrs(&nodes);
-        nodes.iter().filter(|n| n.is_variable() && !aux.contains(&(Arc::as_ptr(n) as usize))).map(|n| n.name.clone()).collect()
+        nodes
+            .iter()
+            .filter(|n| n.is_variable() && !aux.contains(&(Arc::as_ptr(n) as usize)))
+            .map(|n| n.name.clone())
+            .collect()
     }
 
     /// Auxiliary state names, in graph order.
     pub fn list_auxiliary_states(&self) -> Vec<String> {
         let nodes = self.topo_nodes();
         let aux = self.aux_variable_ptrs(&nodes);
-        nodes.iter().filter(|n| n.is_variable() && aux.contains(&(Arc::as_ptr(n) as usize))).map(|n| n.name.clone()).collect()
+        nodes
+            .iter()
+            .filter(|n| n.is_variable() && aux.contains(&(Arc::as_ptr(n) as usize)))
+            .map(|n| n.name.clone())
+            .collect()
     }
 
     /// Every variable name (arguments and auxiliary states), in graph order.
     pub fn list_inputs(&self) -> Vec<String> {
-        self.topo_nodes().iter().filter(|n| n.is_variable()).map(|n| n.name.clone()).collect()
+        self.topo_nodes()
+            .iter()
+            .filter(|n| n.is_variable())
+            .map(|n| n.name.clone())
+            .collect()
     }
 
     /// Output names (`fc1_output`, or a variable's own name).
     pub fn list_outputs(&self) -> Vec<String> {
-        self.heads.iter().map(|e| e.node.output_name(e.index)).collect()
+        self.heads
+            .iter()
+            .map(|e| e.node.output_name(e.index))
+            .collect()
     }
 
     /// The name of a single-output symbol's node.
@@ -337,21 +454,37 @@ impl Symbol {
 
     /// Attributes of every node, by node name (nodes without attributes left out).
     pub fn attr_dict(&self) -> BTreeMap<String, BTreeMap<String, String>> {
-        self.topo_nodes().iter().filter(|n| !n.attrs.is_empty()).map(|n| (n.name.clone(), n.attrs.clone())).collect()
+        self.topo_nodes()
+            .iter()
+            .filter(|n| !n.attrs.is_empty())
+            .map(|n| (n.name.clone(), n.attrs.clone()))
+            .collect()
     }
 
     /// Infers argument, output and auxiliary shapes from the known ones (by variable name).
     /// Variables' `__shape__` attributes count as known (a 0 dimension means unknown). An
     /// argument that stays unknown is an error naming it and the node that needs it.
-    pub fn infer_shape(&self, known: &HashMap<String, Vec<usize>>) -> Result<(Vec<Vec<usize>>, Vec<Vec<usize>>, Vec<Vec<usize>>)> {
+    pub fn infer_shape(
+        &self,
+        known: &HashMap<String, Vec<usize>>,
+    ) -> Result<(Vec<Vec<usize>>, Vec<Vec<usize>>, Vec<Vec<usize>>)> {
         let nodes = self.topo_nodes();
-        let index: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n) as usize, i)).collect();
-        let mut shapes: Vec<Vec<Option<Vec<usize>>>> = nodes.iter().map(|n| vec![None; n.num_outputs()]).collect();
+        let index: HashMap<usize, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (Arc::as_ptr(n) as usize, i))
+            .collect();
+        let mut shapes: Vec<Vec<Option<Vec<usize>>>> =
+            nodes.iter().map(|n| vec![None; n.num_outputs()]).collect();
         for (i, n) in nodes.iter().enumerate() {
             if n.is_variable() {
                 if let Some(s) = known.get(&n.name) {
                     shapes[i][0] = Some(s.clone());
-                } else if let Some(s) = n.attrs.get("__shape__").and_then(|t| ops::params::parse_shape(t)) {
+                } else if let Some(s) = n
+                    .attrs
+                    .get("__shape__")
+                    .and_then(|t| ops::params::parse_shape(t))
+                {
                     if s.iter().all(|&d| d > 0) {
                         shapes[i][0] = Some(s.iter().map(|&d| d as usize).collect());
                     }
@@ -363,8 +496,14 @@ impl Symbol {
             for (i, n) in nodes.iter().enumerate() {
                 let Some(inst) = &n.inst else { continue };
                 let na = n.num_arguments();
-                let mut ins: Vec<Option<Vec<usize>>> = n.inputs[..na].iter().map(|e| shapes[index[&(Arc::as_ptr(&e.node) as usize)]][e.index].clone()).collect();
-                let mut aux: Vec<Option<Vec<usize>>> = n.inputs[na..].iter().map(|e| shapes[index[&(Arc::as_ptr(&e.node) as usize)]][e.index].clone()).collect();
+                let mut ins: Vec<Option<Vec<usize>>> = n.inputs[..na]
+                    .iter()
+                    .map(|e| shapes[index[&(Arc::as_ptr(&e.node) as usize)]][e.index].clone())
+                    .collect();
+                let mut aux: Vec<Option<Vec<usize>>> = n.inputs[na..]
+                    .iter()
+                    .map(|e| shapes[index[&(Arc::as_ptr(&e.node) as usize)]][e.index].clone())
+                    .collect();
                 match inst.infer_shape(&n.name, &mut ins, &mut aux) {
                     Ok(outs) => {
                         for (e, s) in n.inputs.iter().zip(ins.into_iter().chain(aux)) {
@@ -372,7 +511,16 @@ impl Symbol {
                             if let Some(s) = s {
                                 match &shapes[j][e.index] {
                                     Some(old) if *old != s => {
-                                        return Err(Error::shape(n.op_name(), format!("node \"{}\": input \"{}\"", n.name, e.node.output_name(e.index)), s, old));
+                                        return Err(Error::shape(
+                                            n.op_name(),
+                                            format!(
+                                                "node \"{}\": input \"{}\"",
+                                                n.name,
+                                                e.node.output_name(e.index)
+                                            ),
+                                            s,
+                                            old,
+                                        ));
                                     }
                                     _ => shapes[j][e.index] = Some(s),
                                 }
@@ -396,34 +544,53 @@ impl Symbol {
             if !n.is_variable() {
                 continue;
             }
-            let s = shapes[i][0].clone().ok_or_else(|| Error::invalid(
-                format!("infer_shape: argument \"{}\"", n.name),
-                "a shape (give it, or an input it can be inferred from)",
-                "no shape",
-            ))?;
-            if aux_set.contains(&(Arc::as_ptr(n) as usize)) { auxs.push(s) } else { args.push(s) }
+            let s = shapes[i][0].clone().ok_or_else(|| {
+                Error::invalid(
+                    format!("infer_shape: argument \"{}\"", n.name),
+                    "a shape (give it, or an input it can be inferred from)",
+                    "no shape",
+                )
+            })?;
+            if aux_set.contains(&(Arc::as_ptr(n) as usize)) {
+                auxs.push(s)
+            } else {
+                args.push(s)
+            }
         }
         let mut outs = Vec::new();
         for h in &self.heads {
             let j = index[&(Arc::as_ptr(&h.node) as usize)];
-            outs.push(shapes[j][h.index].clone().ok_or_else(|| Error::invalid(
-                format!("infer_shape: output \"{}\"", h.node.output_name(h.index)),
-                "a shape",
-                "no shape",
-            ))?);
+            outs.push(shapes[j][h.index].clone().ok_or_else(|| {
+                Error::invalid(
+                    format!("infer_shape: output \"{}\"", h.node.output_name(h.index)),
+                    "a shape",
+                    "no shape",
+                )
+            })?);
         }
         Ok((args, outs, auxs))
     }
 
     /// Infers argument, output and auxiliary dtypes (float32 where nothing says otherwise).
-    pub fn infer_type(&self, known: &HashMap<String, DType>) -> Result<(Vec<DType>, Vec<DType>, Vec<DType>)> {
+    pub fn infer_type(
+        &self,
+        known: &HashMap<String, DType>,
+    ) -> Result<(Vec<DType>, Vec<DType>, Vec<DType>)> {
         let nodes = self.topo_nodes();
-        let index: HashMap<usize, usize> = nodes.iter().enumerate().map(|(i, n)| (Arc::as_ptr(n) as usize, i)).collect();
-        let mut types: Vec<Vec<Option<DType>>> = nodes.iter().map(|n| vec![None; n.num_outputs()]).collect();
+        let index: HashMap<usize, usize> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (Arc::as_ptr(n) as usize, i))
+            .collect();
+        let mut types: Vec<Vec<Option<DType>>> =
+            nodes.iter().map(|n| vec![None; n.num_outputs()]).collect();
         for (i, n) in nodes.iter().enumerate() {
             if n.is_variable() {
                 types[i][0] = known.get(&n.name).copied().or_else(|| {
-                    n.attrs.get("__dtype__").and_then(|f| f.parse::<i32>().ok()).and_then(DType::from_mxnet_flag)
+                    n.attrs
+                        .get("__dtype__")
+                        .and_then(|f| f.parse::<i32>().ok())
+                        .and_then(DType::from_mxnet_flag)
                 });
             }
         }
@@ -451,10 +618,20 @@ impl Symbol {
         for (i, n) in nodes.iter().enumerate() {
             if n.is_variable() {
                 let t = types[i][0].unwrap_or(DType::Float32);
-                if aux_set.contains(&(Arc::as_ptr(n) as usize)) { auxs.push(t) } else { args.push(t) }
+                if aux_set.contains(&(Arc::as_ptr(n) as usize)) {
+                    auxs.push(t)
+                } else {
+                    args.push(t)
+                }
             }
         }
-        let outs = self.heads.iter().map(|h| types[index[&(Arc::as_ptr(&h.node) as usize)]][h.index].unwrap_or(DType::Float32)).collect();
+        let outs = self
+            .heads
+            .iter()
+            .map(|h| {
+                types[index[&(Arc::as_ptr(&h.node) as usize)]][h.index].unwrap_or(DType::Float32)
+            })
+            .collect();
         Ok((args, outs, auxs))
     }
 }
@@ -475,4 +652,3 @@ fn aux_init(name: &str) -> Option<&'static str> {
         None
     }
 }
-

@@ -238,7 +238,9 @@ impl NDArray {
 
     /// The float32 values as one row-major slice, or an `Invalid` error naming `what`.
     pub fn f32s(&self, what: &str) -> Result<&[f32]> {
-        self.as_f32(what)?.as_slice().ok_or_else(|| Error::Msg(format!("internal: {what} is not contiguous")))
+        self.as_f32(what)?
+            .as_slice()
+            .ok_or_else(|| Error::Msg(format!("internal: {what} is not contiguous")))
     }
 
     /// A float32 array of `shape` from row-major values (the length must match).

@@ -1,0 +1,6 @@
+//! Softmax family (MXNet softmax, log_softmax).
+
+use super::OpDef;
+
+/// The entries of this family.
+pub static OPS: &[OpDef] = &[];
