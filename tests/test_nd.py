@@ -20,7 +20,7 @@ def sample(shape, dtype, seed=0):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_numpy_round_trip_keeps_dtype_shape_values(dtype):
     a = sample((2, 3, 4), dtype)
-    x = nd.array(a)
+    x = nd.array(a, dtype=dtype)
     assert x.dtype == np.dtype(dtype) and x.shape == (2, 3, 4) and x.size == 24 and x.ndim == 3
     np.testing.assert_array_equal(x.asnumpy(), a)
     assert nd.to_list(x) == a.tolist()
@@ -28,7 +28,8 @@ def test_numpy_round_trip_keeps_dtype_shape_values(dtype):
 
 def test_array_defaults_and_options():
     assert nd.array([1, 2]).dtype == np.float32  # lists default to float32, as MXNet
-    assert nd.array(np.arange(3)).dtype == np.int64  # numpy keeps its dtype
+    assert nd.array(np.arange(3)).dtype == np.float32  # numpy too, as MXNet
+    assert nd.array(nd.array([1], dtype="int8")).dtype == np.int8  # an NDArray keeps its dtype
     assert nd.array([1, 2], {"dtype": "int8"}).dtype == np.int8
     assert nd.array([1, 2], dtype=np.float16).dtype == np.float16
     assert nd.array([[1, 2]], ctx=mx.cpu(1)).context == mx.cpu(1)
@@ -68,7 +69,7 @@ SHAPES = [((2, 3), (2, 3)), ((2, 1), (3,)), ((4, 1, 3), (1, 5, 1)), ((3,), ())]
 @pytest.mark.parametrize("sa,sb", SHAPES)
 def test_binary_ops_broadcast_like_numpy(dtype, name, f, sa, sb):
     a, b = sample(sa, dtype, 1), sample(sb, dtype, 2)
-    got = f(nd.array(a), nd.array(b)).asnumpy()
+    got = f(nd.array(a, dtype=dtype), nd.array(b, dtype=dtype)).asnumpy()
     want = np.asarray(f(a, b)).astype(dtype)
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_allclose(got, want, rtol=1e-6)
@@ -77,8 +78,9 @@ def test_binary_ops_broadcast_like_numpy(dtype, name, f, sa, sb):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
 def test_division_and_power_float(dtype):
     a, b = sample((3, 4), dtype, 3), sample((3, 4), dtype, 4) + np.asarray(4, dtype)
-    np.testing.assert_allclose((nd.array(a) / nd.array(b)).asnumpy(), a / b, rtol=2e-3)
-    np.testing.assert_allclose((nd.array(np.abs(a)) ** 2).asnumpy(), np.abs(a) ** 2, rtol=2e-3)
+    x, y = nd.array(a, dtype=dtype), nd.array(b, dtype=dtype)
+    np.testing.assert_allclose((x / y).asnumpy(), a / b, rtol=2e-3)
+    np.testing.assert_allclose((nd.array(np.abs(a), dtype=dtype) ** 2).asnumpy(), np.abs(a) ** 2, rtol=2e-3)
 
 
 def test_scalar_and_reverse_ops_and_numpy_operands():
@@ -143,7 +145,8 @@ def test_dot_matches_numpy(ta, tb):
     got = nd.dot(a2, b2, transpose_a=ta, transpose_b=tb).asnumpy()
     np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
     big = sample((300, 200), "float64", 9)
-    np.testing.assert_allclose(nd.dot(big, big.T).asnumpy(), big @ big.T, rtol=1e-10)
+    np.testing.assert_allclose(nd.dot(nd.array(big, dtype="float64"), nd.array(big.T, dtype="float64")).asnumpy(),
+                               big @ big.T, rtol=1e-10)
     c = sample((2, 3, 4), "float32", 10)
     np.testing.assert_allclose(nd.batch_dot(c, c, transpose_b=True).asnumpy(), c @ c.transpose(0, 2, 1), rtol=1e-5)
 

@@ -77,8 +77,8 @@ ARRAYS = {
 
 def test_mxnet_reads_what_mxfn_writes(tmp_path, mxnet_python):
     f, g = tmp_path / "d.params", tmp_path / "l.params"
-    nd.save(f, {k: nd.array(v) for k, v in ARRAYS.items()})
-    nd.save(g, [nd.array(v) for v in ARRAYS.values()])
+    nd.save(f, {k: nd.array(v, dtype=v.dtype) for k, v in ARRAYS.items()})
+    nd.save(g, [nd.array(v, dtype=v.dtype) for v in ARRAYS.values()])
     ref = tmp_path / "ref.npz"
     np.savez(ref, **{f"a{i}": v for i, v in enumerate(ARRAYS.values())})
     out = mxnet_python(f"""

@@ -6,13 +6,19 @@
     30.0
 """
 
-from . import context, ndarray, random
+from . import context, ndarray, random, symbol
+from . import executor, initializer, io, lr_scheduler, metric, optimizer, visualization
 from ._errors import MXFNError
 from .context import Context, cpu, current_context, gpu
 
+# The SPEC's namespace names and MXNet's aliases for them.
 nd = ndarray
+sym = symbol
+init = initializer
+eval_metric = metric
 
 __version__ = "0.1.0"
 
-__all__ = ["MXFNError", "Context", "cpu", "gpu", "current_context", "context", "nd",
-           "ndarray", "random"]
+__all__ = ["MXFNError", "Context", "cpu", "gpu", "current_context", "context", "nd", "ndarray",
+           "random", "sym", "symbol", "executor", "visualization", "io", "optimizer",
+           "lr_scheduler", "initializer", "init", "eval_metric", "metric"]

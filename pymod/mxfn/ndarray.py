@@ -257,7 +257,7 @@ def as_ndarray(x, fname="nd") -> NDArray:
 
     Example:
         >>> as_ndarray(np.zeros(2)).dtype
-        dtype('float64')
+        dtype('float32')
     """
     return x if isinstance(x, NDArray) else array(x)
 
@@ -265,7 +265,8 @@ def as_ndarray(x, fname="nd") -> NDArray:
 def array(data, opts=None, /, **kw) -> NDArray:
     """An NDArray holding a copy of ``data`` (a nested list, scalar, numpy array or NDArray).
 
-    The dtype defaults to the source's for numpy arrays and NDArrays, else float32 (as MXNet).
+    The dtype defaults to the source's for an NDArray and to float32 for everything else,
+    numpy arrays included (as MXNet's ``mx.nd.array`` does): pass ``dtype`` to keep another.
 
     Options:
         dtype (str, None): element type; None = from the source as above.
@@ -291,7 +292,7 @@ def array(data, opts=None, /, **kw) -> NDArray:
             raise MXFNError(f"nd.array: data must be numbers in a regular (non-ragged) nesting; {e}") from None
     if o["dtype"] is not None:
         dt = dtype_name(o["dtype"], "nd.array")
-    elif isinstance(data, (np.ndarray, NDArray)) and src.dtype.name in DTYPES:
+    elif isinstance(data, NDArray):
         dt = src.dtype.name
     else:
         dt = "float32"
@@ -593,6 +594,43 @@ def load(fname):
     return [NDArray(v) for v in out]
 
 
+# -- operator functions generated from the registry ---------------------------------------
+
+def _make_nd_op(info):
+    from .symbol import _attr_str
+    op = info["name"]
+    variadic = info["variadic"]
+
+    def f(*args, **kwargs):
+        args = list(args)
+        opts = dict(args.pop()) if args and isinstance(args[-1], Mapping) else {}
+        merged = {**opts, **kwargs}
+        merged.pop("name", None)  # imperative calls have no node name
+        out = merged.pop("out", None)
+        if variadic and len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = list(args[0])
+        inputs = [(None, _handle(a)) for a in args]
+        attrs = {}
+        for k, v in merged.items():
+            k = k.replace("-", "_")
+            if isinstance(v, (NDArray, np.ndarray)):
+                inputs.append((k, _handle(v)))
+            else:
+                attrs[k] = _attr_str(v)
+        res = [NDArray(h) for h in _native.op_invoke(op, attrs, inputs)]
+        if out is not None:
+            raise MXFNError(f"nd.{info['py_name']}: out= is not supported; arrays are values, use the result")
+        return res[0] if len(res) == 1 else res
+
+    return f
+
+
+def _install_ops():
+    from .symbol import op_functions
+    own = set(globals())
+    globals().update({k: v for k, v in op_functions(_make_nd_op).items() if k not in own})
+
+
 __all__ = [
     "NDArray", "array", "zeros", "ones", "empty", "full", "arange", "random_uniform",
     "random_normal", "shape", "dtype", "size", "context", "copy", "as_in_context", "to_numpy",
@@ -600,3 +638,5 @@ __all__ = [
     "argmax_channel", "dot", "batch_dot", "sum", "mean", "max", "min", "prod", "save", "load",
     "as_ndarray", "dtype_name",
 ]
+
+_install_ops()

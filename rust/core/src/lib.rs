@@ -12,8 +12,12 @@
 pub mod context;
 pub mod error;
 pub mod executor;
+pub mod initializer;
+pub mod io;
 pub mod kernels;
+pub mod metric;
 pub mod ops;
+pub mod optimizer;
 pub mod symbol;
 pub mod tensor;
 

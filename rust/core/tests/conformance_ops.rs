@@ -4,6 +4,8 @@
 //!
 //! `MXFN_OPS=Convolution,Pooling` limits the run to cases of those ops (while developing).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
+
 use mxfn_core::executor::{Executor, GradReq};
 use mxfn_core::symbol::json::load_json;
 use mxfn_core::{Context, DType, NDArray};
@@ -20,7 +22,7 @@ fn conformance_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/conformance")
 }
 
-fn read_npz(path: &PathBuf) -> HashMap<String, NDArray> {
+fn read_npz(path: &std::path::Path) -> HashMap<String, NDArray> {
     let mut npz = NpzReader::new(File::open(path).unwrap()).unwrap();
     let names = npz.names().unwrap();
     let mut out = HashMap::new();
@@ -59,7 +61,7 @@ fn close(what: &str, got: &NDArray, want: &NDArray, rtol: f64, atol: f64) -> Res
     Ok(())
 }
 
-fn run_case(case: &Value, dir: &PathBuf) -> Result<(), String> {
+fn run_case(case: &Value, dir: &std::path::Path) -> Result<(), String> {
     let id = case["id"].as_str().unwrap();
     let sym = load_json(case["symbol"].as_str().unwrap()).map_err(|e| format!("load_json: {e}"))?;
     let data = read_npz(&dir.join(format!("{id}.npz")));

@@ -1,6 +1,8 @@
 //! Registry-wide checks: every operator's inferred shapes equal its forward output shapes,
 //! and central finite differences agree with backward, on small random inputs.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
+
 use mxfn_core::ops::testing::{random_array, GradCheck};
 
 fn arr(shape: &[usize], seed: u64) -> mxfn_core::NDArray {

@@ -3,7 +3,12 @@
 
 mod convert;
 mod error;
+mod init;
+mod io;
+mod metric;
 mod nd;
+mod optim;
+mod sym;
 
 use pyo3::prelude::*;
 
@@ -12,5 +17,10 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     nd::register(m)?;
+    optim::register(m)?;
+    init::register(m)?;
+    metric::register(m)?;
+    io::register(m)?;
+    sym::register(m)?;
     Ok(())
 }

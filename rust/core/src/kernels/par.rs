@@ -44,6 +44,17 @@ pub fn for_each_row_mut<T: Send>(
     }
 }
 
+/// `f(i)` for every `i` in `0..n`, collected in order; in parallel when `work` (the number of
+/// elements all calls touch together) is large. Each result comes from one call, so the values
+/// do not depend on the thread count (per-channel statistics, per-group partial sums).
+pub fn map_indices<T: Send>(n: usize, work: usize, f: impl Fn(usize) -> T + Sync + Send) -> Vec<T> {
+    if work < SERIAL_BELOW || n < 2 {
+        (0..n).map(f).collect()
+    } else {
+        (0..n).into_par_iter().map(f).collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,519 @@
-//! Convolution and Deconvolution.
+//! Convolution and Deconvolution (1-D, 2-D and 3-D, channel-first layouts), over the im2col +
+//! GEMM kernels of `kernels::conv`.
 
-use super::OpDef;
+use super::params::{param, ParamKind::*};
+use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
+use crate::error::{Error, Result};
+use crate::kernels::conv::{
+    add_channel_bias, channel_sums, conv_backward_data, conv_backward_weight, conv_forward,
+    conv_out_size, ConvGeom,
+};
+use crate::tensor::NDArray;
+use std::sync::Arc;
+
+const LAYOUTS: &[&str] = &["None", "NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC"];
+const CUDNN_TUNE: &[&str] = &["None", "off", "limited_workspace", "fastest"];
 
 /// The entries of this family.
-pub static OPS: &[OpDef] = &[];
+pub static OPS: &[OpDef] = &[
+    OpDef {
+        name: "Convolution",
+        aliases: &[],
+        py_name: None,
+        doc: "Computes a (grouped, strided, dilated, zero-padded) convolution over 1, 2 or 3 \
+              spatial axes: out[n, f] = bias[f] + Σ_c weight[f, c] ⋆ data[n, c]. Data \
+              (batch, channel, *spatial) in NCW / NCHW / NCDHW layout; weight \
+              (num_filter, channel/num_group, *kernel); bias (num_filter,). Along each axis \
+              the output size is floor((x + 2·pad − dilate·(kernel−1) − 1) / stride) + 1.",
+        params: &[
+            param(
+                "kernel",
+                Shape,
+                None,
+                "Convolution window size: (w,), (h, w) or (d, h, w).",
+            ),
+            param(
+                "stride",
+                Shape,
+                Some("()"),
+                "Window stride per axis; default 1.",
+            ),
+            param("dilate", Shape, Some("()"), "Dilation per axis; default 1."),
+            param(
+                "pad",
+                Shape,
+                Some("()"),
+                "Zero padding on both sides per axis; default 0.",
+            ),
+            param("num_filter", Int, None, "Number of output channels."),
+            param(
+                "num_group",
+                Int,
+                Some("1"),
+                "Number of channel groups (grouped convolution).",
+            ),
+            param(
+                "workspace",
+                Int,
+                Some("1024"),
+                "Workspace limit in MB (accepted, unused).",
+            ),
+            param(
+                "no_bias",
+                Bool,
+                Some("False"),
+                "Whether to leave out the bias term.",
+            ),
+            param(
+                "cudnn_tune",
+                Enum(CUDNN_TUNE),
+                Some("None"),
+                "cuDNN tuning mode (accepted, unused).",
+            ),
+            param(
+                "cudnn_off",
+                Bool,
+                Some("False"),
+                "Turn off cuDNN (accepted, unused).",
+            ),
+            param(
+                "layout",
+                Enum(LAYOUTS),
+                Some("None"),
+                "Data layout; only NCW, NCHW and NCDHW are supported.",
+            ),
+        ],
+        create: Conv::create_convolution,
+        variadic: None,
+    },
+    OpDef {
+        name: "Deconvolution",
+        aliases: &[],
+        py_name: None,
+        doc: "Computes the transposed convolution (the gradient of Convolution with respect \
+              to its input) over 1, 2 or 3 spatial axes. Data (batch, channel, *spatial); \
+              weight (channel, num_filter/num_group, *kernel); bias (num_filter,), absent by \
+              default (no_bias=True). Along each axis the output size is \
+              stride·(x − 1) + dilate·(kernel − 1) + 1 − 2·pad + adj, or target_shape when \
+              given (pad and adj are then derived from it).",
+        params: &[
+            param(
+                "kernel",
+                Shape,
+                None,
+                "Deconvolution window size: (w,), (h, w) or (d, h, w).",
+            ),
+            param("stride", Shape, Some("()"), "Stride per axis; default 1."),
+            param("dilate", Shape, Some("()"), "Dilation per axis; default 1."),
+            param(
+                "pad",
+                Shape,
+                Some("()"),
+                "Padding removed from both sides of the output per axis; default 0.",
+            ),
+            param(
+                "adj",
+                Shape,
+                Some("()"),
+                "Extra size added to one side of the output per axis; default 0.",
+            ),
+            param(
+                "target_shape",
+                Shape,
+                Some("()"),
+                "Output spatial shape; overrides pad and adj when given.",
+            ),
+            param("num_filter", Int, None, "Number of output channels."),
+            param("num_group", Int, Some("1"), "Number of channel groups."),
+            param(
+                "workspace",
+                Int,
+                Some("512"),
+                "Workspace limit in MB (accepted, unused).",
+            ),
+            param(
+                "no_bias",
+                Bool,
+                Some("True"),
+                "Whether to leave out the bias term (default: no bias).",
+            ),
+            param(
+                "cudnn_tune",
+                Enum(CUDNN_TUNE),
+                Some("None"),
+                "cuDNN tuning mode (accepted, unused).",
+            ),
+            param(
+                "cudnn_off",
+                Bool,
+                Some("False"),
+                "Turn off cuDNN (accepted, unused).",
+            ),
+            param(
+                "layout",
+                Enum(LAYOUTS),
+                Some("None"),
+                "Data layout; only NCW, NCHW and NCDHW are supported.",
+            ),
+        ],
+        create: Conv::create_deconvolution,
+        variadic: None,
+    },
+];
+
+/// A parsed Convolution or Deconvolution.
+#[derive(Debug)]
+struct Conv {
+    op: &'static str,
+    deconv: bool,
+    kernel: Vec<usize>,
+    stride: Vec<usize>,
+    dilate: Vec<usize>,
+    pad: Vec<usize>,
+    /// Deconvolution only (zeros for Convolution).
+    adj: Vec<usize>,
+    /// Deconvolution only: the requested output spatial shape.
+    target: Option<Vec<usize>>,
+    num_filter: usize,
+    num_group: usize,
+    no_bias: bool,
+}
+
+/// A per-axis tuple parameter: `()` means `default` on every axis; otherwise one value per
+/// kernel axis, each at least `min`.
+fn per_axis(p: &Params, name: &str, nd: usize, default: usize, min: i64) -> Result<Vec<usize>> {
+    let v = p.shape(name)?;
+    if v.is_empty() {
+        return Ok(vec![default; nd]);
+    }
+    if v.len() != nd || v.iter().any(|&x| x < min) {
+        return Err(p.error(
+            name,
+            &format!("{nd} value(s) >= {min}, one per kernel axis"),
+            format!("{v:?}"),
+        ));
+    }
+    Ok(v.into_iter().map(|x| x as usize).collect())
+}
+
+/// Left-pads a per-axis tuple to three axes with `fill` (1-D and 2-D run as 3-D).
+fn to3(v: &[usize], fill: usize) -> [usize; 3] {
+    let mut out = [fill; 3];
+    let start = 3 - v.len().min(3);
+    out[start..].copy_from_slice(&v[v.len().saturating_sub(3)..]);
+    out
+}
+
+impl Conv {
+    fn create_convolution(p: &Params) -> Result<Arc<dyn Operator>> {
+        Ok(Arc::new(Conv::parse(p, false)?))
+    }
+
+    fn create_deconvolution(p: &Params) -> Result<Arc<dyn Operator>> {
+        Ok(Arc::new(Conv::parse(p, true)?))
+    }
+
+    fn parse(p: &Params, deconv: bool) -> Result<Conv> {
+        let k = p.shape("kernel")?;
+        if k.is_empty() || k.len() > 3 || k.iter().any(|&x| x < 1) {
+            return Err(p.error("kernel", "1 to 3 sizes >= 1, e.g. (3, 3)", format!("{k:?}")));
+        }
+        let nd = k.len();
+        let kernel: Vec<usize> = k.into_iter().map(|x| x as usize).collect();
+        let num_filter = p.usize_min("num_filter", 1)?;
+        let num_group = p.usize_min("num_group", 1)?;
+        if num_filter % num_group != 0 {
+            return Err(p.error(
+                "num_filter",
+                &format!("a multiple of num_group ({num_group})"),
+                num_filter,
+            ));
+        }
+        let layout = p.str("layout")?;
+        let want = ["NCW", "NCHW", "NCDHW"][nd - 1];
+        if layout != "None" && layout != want {
+            return Err(p.error(
+                "layout",
+                &format!("None or {want} (channel-first, matching the {nd}-D kernel; channel-last layouts are not supported)"),
+                &layout,
+            ));
+        }
+        let (adj, target) = if deconv {
+            let adj = per_axis(p, "adj", nd, 0, 0)?;
+            let t = p.shape("target_shape")?;
+            // MXNet treats an all-zero target_shape like an absent one.
+            let target = if t.iter().all(|&x| x == 0) {
+                None
+            } else if t.len() == nd && t.iter().all(|&x| x > 0) {
+                Some(t.into_iter().map(|x| x as usize).collect())
+            } else {
+                return Err(p.error(
+                    "target_shape",
+                    &format!("() or {nd} sizes >= 1, one per kernel axis"),
+                    format!("{t:?}"),
+                ));
+            };
+            (adj, target)
+        } else {
+            (vec![0; nd], None)
+        };
+        Ok(Conv {
+            op: if deconv {
+                "Deconvolution"
+            } else {
+                "Convolution"
+            },
+            deconv,
+            stride: per_axis(p, "stride", nd, 1, 1)?,
+            dilate: per_axis(p, "dilate", nd, 1, 1)?,
+            pad: per_axis(p, "pad", nd, 0, 0)?,
+            kernel,
+            adj,
+            target,
+            num_filter,
+            num_group,
+            no_bias: p.bool("no_bias")?,
+        })
+    }
+
+    fn nd(&self) -> usize {
+        self.kernel.len()
+    }
+
+    fn dilated(&self, i: usize) -> usize {
+        self.dilate[i] * (self.kernel[i] - 1) + 1
+    }
+
+    fn data_error(&self, node: &str, expected: impl std::fmt::Debug, got: &[usize]) -> Error {
+        Error::shape(
+            self.op,
+            format!("node \"{node}\": input \"data\""),
+            expected,
+            got,
+        )
+    }
+
+    /// The effective per-axis (pad, adj) of a Deconvolution: from target_shape when given
+    /// (MXNet's InferPad: total = stride·(x−1) + dilated kernel − target, adj = total mod 2,
+    /// pad = ⌈total/2⌉), else the parameters.
+    fn deconv_pad(&self, node: &str, data: &[usize]) -> Result<(Vec<usize>, Vec<usize>)> {
+        let Some(target) = &self.target else {
+            return Ok((self.pad.clone(), self.adj.clone()));
+        };
+        let mut pad = Vec::with_capacity(self.nd());
+        let mut adj = Vec::with_capacity(self.nd());
+        for (i, &t) in target.iter().enumerate() {
+            let x = data[2 + i];
+            let full = self.stride[i] * x.saturating_sub(1) + self.dilated(i);
+            if full < t {
+                return Err(Error::shape(
+                    self.op,
+                    format!("node \"{node}\": target_shape for input \"data\""),
+                    format!("a target_shape of at most {full} on axis {i}"),
+                    target,
+                ));
+            }
+            let total = full - t;
+            adj.push(total % 2);
+            pad.push(total.div_ceil(2));
+        }
+        Ok((pad, adj))
+    }
+
+    /// Checks the data shape and returns the geometry (for Deconvolution: of the convolution
+    /// whose image is the deconvolution's output) and the output shape.
+    fn geometry(&self, node: &str, data: &[usize]) -> Result<(ConvGeom, Vec<usize>)> {
+        let nd = self.nd();
+        if data.len() != nd + 2 {
+            return Err(self.data_error(
+                node,
+                format!(
+                    "{}-D input (batch, channel, {nd} spatial axes) for a {nd}-D kernel",
+                    nd + 2
+                ),
+                data,
+            ));
+        }
+        let (n, c) = (data[0], data[1]);
+        if c % self.num_group != 0 {
+            return Err(self.data_error(
+                node,
+                format!("channels divisible by num_group={}", self.num_group),
+                data,
+            ));
+        }
+        let spatial = &data[2..];
+        let mut out_spatial = Vec::with_capacity(nd);
+        let pad = if self.deconv {
+            let (pad, adj) = self.deconv_pad(node, data)?;
+            for (i, &x) in spatial.iter().enumerate() {
+                let full = self.stride[i] * x.saturating_sub(1) + self.dilated(i) + adj[i];
+                if full <= 2 * pad[i] || x == 0 {
+                    return Err(self.data_error(
+                        node,
+                        format!("spatial sizes giving a positive output (pad {:?})", pad),
+                        data,
+                    ));
+                }
+                out_spatial.push(full - 2 * pad[i]);
+            }
+            pad
+        } else {
+            for (i, &x) in spatial.iter().enumerate() {
+                let o = conv_out_size(
+                    x,
+                    self.kernel[i],
+                    self.stride[i],
+                    self.dilate[i],
+                    self.pad[i],
+                )
+                .ok_or_else(|| {
+                    self.data_error(
+                        node,
+                        format!(
+                            "spatial sizes + 2·pad {:?} at least the dilated kernel {:?}",
+                            self.pad,
+                            (0..nd).map(|i| self.dilated(i)).collect::<Vec<_>>()
+                        ),
+                        data,
+                    )
+                })?;
+                out_spatial.push(o);
+            }
+            self.pad.clone()
+        };
+        let mut out_shape = vec![n, self.num_filter];
+        out_shape.extend(&out_spatial);
+        // Deconvolution is the transpose of the convolution from its output to its input.
+        let (channels, filters, image, cols) = if self.deconv {
+            (self.num_filter, c, &out_spatial[..], spatial)
+        } else {
+            (c, self.num_filter, spatial, &out_spatial[..])
+        };
+        let g = ConvGeom {
+            batch: n,
+            channels,
+            filters,
+            groups: self.num_group,
+            input: to3(image, 1),
+            output: to3(cols, 1),
+            kernel: to3(&self.kernel, 1),
+            stride: to3(&self.stride, 1),
+            dilate: to3(&self.dilate, 1),
+            pad: to3(&pad, 0),
+        };
+        Ok((g, out_shape))
+    }
+
+    fn weight_shape(&self, data: &[usize]) -> Vec<usize> {
+        let c = data[1];
+        let mut w = if self.deconv {
+            vec![c, self.num_filter / self.num_group]
+        } else {
+            vec![self.num_filter, c / self.num_group]
+        };
+        w.extend(&self.kernel);
+        w
+    }
+}
+
+impl Operator for Conv {
+    fn arguments(&self) -> Vec<String> {
+        let mut a = vec!["data".to_string(), "weight".to_string()];
+        if !self.no_bias {
+            a.push("bias".into());
+        }
+        a
+    }
+
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        let data = known(self.op, node, &["data"], inputs, 0)?.to_vec();
+        let (_, out) = self.geometry(node, &data)?;
+        if let Some(slot) = inputs.get_mut(1) {
+            check_or_fill(self.op, node, "weight", slot, &self.weight_shape(&data))?;
+        }
+        if !self.no_bias {
+            if let Some(slot) = inputs.get_mut(2) {
+                check_or_fill(self.op, node, "bias", slot, &[self.num_filter])?;
+            }
+        }
+        Ok(vec![out])
+    }
+
+    fn forward(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        let (data, weight) = match inputs {
+            [d, w, ..] => (d, w),
+            _ => {
+                return Err(Error::Msg(format!(
+                    "internal: {} needs data and weight",
+                    self.op
+                )))
+            }
+        };
+        let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
+        let x = data.f32s(&format!("{}: data", self.op))?;
+        let w = weight.f32s(&format!("{}: weight", self.op))?;
+        let bias = match (self.no_bias, inputs.get(2)) {
+            (false, Some(b)) => Some(b.f32s(&format!("{}: bias", self.op))?),
+            _ => None,
+        };
+        let mut y = vec![0.0f32; out_shape.iter().product()];
+        if self.deconv {
+            conv_backward_data(&g, x, w, &mut y)?;
+            if let Some(b) = bias {
+                add_channel_bias(&mut y, self.num_filter, g.in_len(), b)?;
+            }
+        } else {
+            conv_forward(&g, x, w, bias, &mut y)?;
+        }
+        Ok(vec![NDArray::from_f32(&out_shape, y)?])
+    }
+
+    fn backward(
+        &self,
+        ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        _outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        let (data, weight, head) = match (inputs, out_grads) {
+            ([d, w, ..], [h, ..]) => (d, w, h),
+            _ => return Err(Error::Msg(format!("internal: {} backward inputs", self.op))),
+        };
+        let (g, _) = self.geometry(ctx.node, data.shape())?;
+        let x = data.f32s(&format!("{}: data", self.op))?;
+        let w = weight.f32s(&format!("{}: weight", self.op))?;
+        let dy = head.f32s(&format!("{}: output gradient", self.op))?;
+        let mut dx = vec![0.0f32; x.len()];
+        let mut dw = vec![0.0f32; w.len()];
+        if self.deconv {
+            // The data gradient of a transposed convolution is the convolution itself.
+            conv_forward(&g, dy, w, None, &mut dx)?;
+            conv_backward_weight(&g, dy, x, &mut dw)?;
+        } else {
+            conv_backward_data(&g, dy, w, &mut dx)?;
+            conv_backward_weight(&g, x, dy, &mut dw)?;
+        }
+        let mut grads = vec![
+            Some(NDArray::from_f32(data.shape(), dx)?),
+            Some(NDArray::from_f32(weight.shape(), dw)?),
+        ];
+        if !self.no_bias {
+            let spatial = if self.deconv { g.in_len() } else { g.out_len() };
+            let db = channel_sums(dy, self.num_filter, spatial)?;
+            grads.push(Some(NDArray::from_f32(&[self.num_filter], db)?));
+        }
+        Ok(grads)
+    }
+}

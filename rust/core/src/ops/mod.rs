@@ -258,6 +258,87 @@ pub fn registry() -> &'static BTreeMap<&'static str, &'static OpDef> {
     })
 }
 
+/// Runs operator `op` imperatively (inference mode) on arrays: inputs by position or by
+/// argument name (auxiliary states after the arguments), all required. Returns the visible
+/// outputs. This is what `mx.nd.<op>(...)` calls.
+pub fn invoke(
+    op: &str,
+    mut attrs: BTreeMap<String, String>,
+    inputs: Vec<(Option<String>, NDArray)>,
+) -> Result<Vec<NDArray>> {
+    let def = lookup(op)?;
+    if let Some(count) = def.variadic {
+        attrs.insert(count.to_string(), inputs.len().to_string());
+    }
+    let node = def.name.to_lowercase();
+    let inst = def.instantiate(&node, &attrs)?;
+    let names: Vec<String> = inst
+        .arguments()
+        .into_iter()
+        .chain(inst.aux_states())
+        .collect();
+    let mut slots: Vec<Option<NDArray>> = vec![None; names.len()];
+    let mut next = 0;
+    for (key, arr) in inputs {
+        let i = match key {
+            Some(k) => names.iter().position(|n| *n == k).ok_or_else(|| {
+                Error::invalid(
+                    format!("{op}: input \"{k}\""),
+                    format!("one of {}", names.join(", ")),
+                    "an unknown input name",
+                )
+            })?,
+            None => {
+                while next < slots.len() && slots[next].is_some() {
+                    next += 1;
+                }
+                next
+            }
+        };
+        let slot = slots.get_mut(i).ok_or_else(|| {
+            Error::invalid(
+                format!("{op}: inputs"),
+                format!("at most {} arrays ({})", names.len(), names.join(", ")),
+                "more",
+            )
+        })?;
+        *slot = Some(arr);
+    }
+    let mut given = Vec::with_capacity(slots.len());
+    for (n, s) in names.iter().zip(slots) {
+        given.push(s.ok_or_else(|| {
+            Error::invalid(format!("{op}: input \"{n}\""), "an array", "nothing")
+        })?);
+    }
+    let na = inst.arguments().len();
+    let aux_arrays = given.split_off(na);
+    let mut shapes: Vec<MaybeShape> = given.iter().map(|a| Some(a.shape().to_vec())).collect();
+    let mut aux_shapes: Vec<MaybeShape> = aux_arrays
+        .iter()
+        .map(|a| Some(a.shape().to_vec()))
+        .collect();
+    inst.infer_shape(&node, &mut shapes, &mut aux_shapes)?;
+    for ((n, a), s) in names
+        .iter()
+        .zip(given.iter().chain(aux_arrays.iter()))
+        .zip(shapes.iter().chain(aux_shapes.iter()))
+    {
+        if let Some(s) = s {
+            if a.shape() != s.as_slice() {
+                return Err(Error::shape(op, format!("input \"{n}\""), s, a.shape()));
+            }
+        }
+    }
+    let mut aux = aux_arrays;
+    let ctx = OpCtx {
+        is_train: false,
+        node: &node,
+    };
+    let mut outs = inst.forward(&ctx, &given, &mut aux)?;
+    outs.truncate(inst.output_names().len());
+    Ok(outs)
+}
+
 /// The entry for `name`, or a `NotFound` error.
 pub fn lookup(name: &str) -> Result<&'static OpDef> {
     registry()

@@ -119,8 +119,9 @@ impl Node {
 /// MXNet's automatic-name counters: one per hint, process-wide (like `NameManager`).
 static NAME_COUNTERS: Mutex<Option<HashMap<String, usize>>> = Mutex::new(None);
 
-/// `{hint}{counter}`: the next automatic name for `hint`.
-fn auto_name(hint: &str) -> String {
+/// `{hint}{counter}`: the next automatic name for `hint` (MXNet lowercases the called
+/// function's name: `FullyConnected` → `fullyconnected0`, `_PlusScalar` → `_plusscalar0`).
+pub fn auto_name(hint: &str) -> String {
     let mut guard = NAME_COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
     let c = guard
         .get_or_insert_with(HashMap::new)
@@ -135,6 +136,9 @@ fn auto_name(hint: &str) -> String {
 pub fn reset_auto_names() {
     *NAME_COUNTERS.lock().unwrap_or_else(|p| p.into_inner()) = None;
 }
+
+/// Shapes from `infer_shape`: (arguments, outputs, auxiliary states), each in list order.
+pub type InferredShapes = (Vec<Vec<usize>>, Vec<Vec<usize>>, Vec<Vec<usize>>);
 
 impl Symbol {
     /// A variable named `name`.
@@ -464,10 +468,7 @@ impl Symbol {
     /// Infers argument, output and auxiliary shapes from the known ones (by variable name).
     /// Variables' `__shape__` attributes count as known (a 0 dimension means unknown). An
     /// argument that stays unknown is an error naming it and the node that needs it.
-    pub fn infer_shape(
-        &self,
-        known: &HashMap<String, Vec<usize>>,
-    ) -> Result<(Vec<Vec<usize>>, Vec<Vec<usize>>, Vec<Vec<usize>>)> {
+    pub fn infer_shape(&self, known: &HashMap<String, Vec<usize>>) -> Result<InferredShapes> {
         let nodes = self.topo_nodes();
         let index: HashMap<usize, usize> = nodes
             .iter()
@@ -533,7 +534,24 @@ impl Symbol {
                         }
                     }
                     Err(e) if sweep == 0 && is_unknown_input(&e) => continue,
-                    Err(e) => return Err(e),
+                    Err(e) => {
+                        // Name the variables behind the op's argument names, so the user
+                        // sees "weight = fc_weight" next to the op's own wording.
+                        let names: Vec<String> = inst
+                            .arguments()
+                            .into_iter()
+                            .chain(inst.aux_states())
+                            .collect();
+                        let feeds: Vec<String> = names
+                            .iter()
+                            .zip(&n.inputs)
+                            .map(|(a, e)| format!("{a} = {}", e.node.output_name(e.index)))
+                            .collect();
+                        return Err(Error::Context {
+                            context: format!("infer_shape ({})", feeds.join(", ")),
+                            source: Box::new(e),
+                        });
+                    }
                 }
             }
         }

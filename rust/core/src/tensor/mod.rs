@@ -243,6 +243,18 @@ impl NDArray {
             .ok_or_else(|| Error::Msg(format!("internal: {what} is not contiguous")))
     }
 
+    /// The float32 values for writing, copying the storage first if it is shared
+    /// (copy-on-write: other holders of the old value never see the change).
+    pub fn f32s_mut(&mut self, what: &str) -> Result<&mut [f32]> {
+        let dtype = self.dtype();
+        match &mut self.data {
+            Data::F32(a) => a
+                .as_slice_mut()
+                .ok_or_else(|| Error::Msg(format!("internal: {what} is not contiguous"))),
+            _ => Err(Error::invalid(what, "a float32 array", dtype.name())),
+        }
+    }
+
     /// A float32 array of `shape` from row-major values (the length must match).
     pub fn from_f32(shape: &[usize], values: Vec<f32>) -> Result<Self> {
         Self::from_vec(shape, values)

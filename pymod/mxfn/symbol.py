@@ -1,0 +1,432 @@
+"""mx.sym: symbols — MXNet-compatible computation graphs built from the operator registry.
+
+Every operator of the Rust registry becomes a function here (snake_case of its MXNet name:
+``fully_connected``, ``softmax_output``, …), callable in the Clojure forms ``op(opts)``,
+``op(name, opts)``, ``op(name, attr_map, opts)`` and with Python keywords
+``op(data, num_hidden=10, name="fc1")``. Inputs are symbols, by position (the op's argument
+order) or by argument name; everything else is an operator parameter.
+"""
+
+from __future__ import annotations
+
+import json as _json
+import numbers
+import os
+from collections.abc import Mapping
+
+from . import _native
+from ._errors import MXFNError
+from ._opts import normalize_key, opt, parse_opts
+
+
+class Symbol:
+    """A symbolic graph output (or a group of outputs).
+
+    Supports ``+ - * / **`` and unary ``-`` with symbols and scalars (``elemwise_*`` and
+    ``_*_scalar`` nodes, as MXNet writes them), ``s[i]`` / ``s["fc1_output"]``, and the
+    query methods below (also available as functions of this module).
+
+    Example:
+        >>> data = variable("data")
+        >>> fc = fully_connected(data, num_hidden=10, name="fc1")
+        >>> fc.list_arguments()
+        ['data', 'fc1_weight', 'fc1_bias']
+        >>> (fc * 2).list_outputs()[0].startswith("_mulscalar")
+        True
+    """
+
+    __slots__ = ("_h",)
+
+    def __init__(self, handle):
+        if not isinstance(handle, _native.SymbolHandle):
+            raise TypeError("Symbol(...) wraps a core handle; use mx.sym.variable or an operator")
+        self._h = handle
+
+    # -- queries
+    def list_arguments(self):
+        return self._h.list_arguments()
+
+    def list_outputs(self):
+        return self._h.list_outputs()
+
+    def list_auxiliary_states(self):
+        return self._h.list_auxiliary_states()
+
+    def list_inputs(self):
+        return self._h.list_inputs()
+
+    @property
+    def name(self):
+        return self._h.name()
+
+    def attr(self, key):
+        return self._h.attr(key)
+
+    def attr_dict(self):
+        return self._h.attr_dict()
+
+    def get_internals(self):
+        return Symbol(self._h.get_internals())
+
+    def tojson(self):
+        return self._h.to_json()
+
+    to_json = tojson
+
+    def infer_shape(self, *args, **kwargs):
+        return infer_shape(self, *args, **kwargs)
+
+    def infer_type(self, *args, **kwargs):
+        return infer_type(self, *args, **kwargs)
+
+    def __len__(self):
+        return self._h.num_outputs()
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return Symbol(self._h.output_by_name(key))
+        if isinstance(key, numbers.Integral):
+            n = self._h.num_outputs()
+            if not -n <= key < n:
+                raise IndexError(f"symbol output index {key} out of range for {n} outputs")
+            return Symbol(self._h.output(int(key) % n))
+        raise TypeError(f"symbol index must be an int or an output name, got {type(key).__name__}")
+
+    def __repr__(self):
+        outs = self.list_outputs()
+        return f"<Symbol {self.name if len(outs) == 1 else 'group [' + ', '.join(outs) + ']'}>"
+
+    # -- arithmetic, as MXNet writes it in JSON
+    def _arith(self, other, op, scalar_op, hint, scalar_hint, reverse=False):
+        if isinstance(other, Symbol):
+            a, b = (other, self) if reverse else (self, other)
+            return _compose(op, None, hint, {}, [(None, a), (None, b)])
+        if isinstance(other, numbers.Number) and not isinstance(other, bool):
+            return _compose(scalar_op, None, scalar_hint, {"scalar": _attr_str(other)}, [(None, self)])
+        return NotImplemented
+
+    def __add__(self, o): return self._arith(o, "elemwise_add", "_plus_scalar", "_plus", "_plusscalar")
+    def __radd__(self, o): return self.__add__(o)
+    def __sub__(self, o): return self._arith(o, "elemwise_sub", "_minus_scalar", "_minus", "_minusscalar")
+    def __rsub__(self, o): return self._arith(o, "elemwise_sub", "_rminus_scalar", "_minus", "_rminusscalar", True)
+    def __mul__(self, o): return self._arith(o, "elemwise_mul", "_mul_scalar", "_mul", "_mulscalar")
+    def __rmul__(self, o): return self.__mul__(o)
+    def __truediv__(self, o): return self._arith(o, "elemwise_div", "_div_scalar", "_div", "_divscalar")
+    def __rtruediv__(self, o): return self._arith(o, "elemwise_div", "_rdiv_scalar", "_div", "_rdivscalar", True)
+    def __pow__(self, o): return self._arith(o, "_power", "_power_scalar", "_power", "_powerscalar")
+    def __neg__(self): return self.__mul__(-1.0)
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def _attr_str(v) -> str:
+    """A parameter value as MXNet's Python frontend writes it into attrs."""
+    if isinstance(v, bool):
+        return "True" if v else "False"
+    if v is None:
+        return "None"
+    if isinstance(v, (list, tuple)):
+        return str(tuple(_plain(x) for x in v))
+    if isinstance(v, numbers.Number):
+        return str(_plain(v))
+    if isinstance(v, str):
+        return v
+    import numpy as np
+    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+        return np.dtype(v).name
+    raise TypeError(f"operator parameter value must be a number, bool, str, tuple or None, got {type(v).__name__} {v!r}")
+
+
+def _plain(x):
+    # numpy scalars print like Python numbers in MXNet's attrs ("2", not "np.int64(2)").
+    return x.item() if hasattr(x, "item") and not isinstance(x, (int, float)) else x
+
+
+def _compose(op, name, hint, attrs, inputs):
+    return Symbol(_native.sym_create(op, name, hint, attrs, [(k, s._h) for k, s in inputs]))
+
+
+def variable(name, opts=None, /, **kw) -> Symbol:
+    """A placeholder variable (data, label or parameter).
+
+    Options:
+        shape (tuple, None): known shape (stored as ``__shape__``).
+        dtype (str, None): dtype (stored as ``__dtype__``, MXNet's type flag).
+        lr_mult (float, None): learning-rate multiplier (``__lr_mult__``).
+        wd_mult (float, None): weight-decay multiplier (``__wd_mult__``).
+        init (initializer or str, None): initializer (``__init__``).
+        attr (dict, None): further string attributes, e.g. ``{"__layout__": "NC"}``.
+
+    Example:
+        >>> variable("w", shape=(2, 3), lr_mult=0.5).attr("__lr_mult__")
+        '0.5'
+    """
+    o = parse_opts("sym.variable", _VAR_OPTS, opts, kw)
+    if not isinstance(name, str):
+        raise TypeError(f"sym.variable: name must be a str, got {type(name).__name__}")
+    attrs = {str(k): str(v) for k, v in (o["attr"] or {}).items()}
+    if o["shape"] is not None:
+        attrs["__shape__"] = _attr_str(tuple(o["shape"]))
+    if o["dtype"] is not None:
+        from .ndarray import DTYPES, dtype_name
+        attrs["__dtype__"] = str({"float32": 0, "float64": 1, "float16": 2, "uint8": 3, "int32": 4, "int8": 5,
+                                  "int64": 6}[dtype_name(o["dtype"], "sym.variable")])
+        assert DTYPES
+    if o["lr_mult"] is not None:
+        attrs["__lr_mult__"] = _attr_str(float(o["lr_mult"]))
+    if o["wd_mult"] is not None:
+        attrs["__wd_mult__"] = _attr_str(float(o["wd_mult"]))
+    if o["init"] is not None:
+        init = o["init"]
+        attrs["__init__"] = init if isinstance(init, str) else init.dumps()
+    return Symbol(_native.sym_variable(name, attrs))
+
+
+_VAR_OPTS = {
+    "shape": opt(None, (tuple, list), "known shape"),
+    "dtype": opt(None, None, "dtype"),
+    "lr_mult": opt(None, float, "learning-rate multiplier"),
+    "wd_mult": opt(None, float, "weight-decay multiplier"),
+    "init": opt(None, None, "initializer"),
+    "attr": opt(None, Mapping, "string attributes"),
+}
+
+var = Variable = variable
+
+
+def group(symbols) -> Symbol:
+    """One symbol whose outputs are all the outputs of ``symbols``."""
+    return Symbol(_native.sym_group([s._h for s in symbols]))
+
+
+Group = group
+
+
+def get_internals(s) -> Symbol:
+    """Every node output of ``s`` (``fc1_output``, variables, …) as one grouped symbol."""
+    return s.get_internals()
+
+
+def get_output(s, i) -> Symbol:
+    """Output ``i`` (an index or an output name) of ``s``."""
+    return s[i]
+
+
+def list_arguments(s):
+    """Argument names (inputs and parameters, not auxiliary states), in graph order."""
+    return s.list_arguments()
+
+
+def list_outputs(s):
+    """Output names (``fc1_output``, …)."""
+    return s.list_outputs()
+
+
+def list_auxiliary_states(s):
+    """Auxiliary state names (``bn_moving_mean``, …)."""
+    return s.list_auxiliary_states()
+
+
+def list_inputs(s):
+    """Every variable name (arguments and auxiliary states)."""
+    return s.list_inputs()
+
+
+def name(s):
+    """The node name of a single-output symbol."""
+    return s.name
+
+
+def attr(s, key):
+    """Attribute ``key`` of a single-node symbol (None when absent)."""
+    return s.attr(key)
+
+
+def attr_dict(s):
+    """``{node name: {key: value}}`` for every node with attributes."""
+    return s.attr_dict()
+
+
+def _shape_map(fname, shapes, kw):
+    m = dict(shapes or {})
+    m.update(kw)
+    out = {}
+    for k, v in m.items():
+        if v is None:
+            continue
+        try:
+            out[str(k)] = [int(d) for d in v]
+        except TypeError:
+            raise TypeError(f"{fname}: shape of {k!r} must be a tuple of ints, got {v!r}") from None
+    return out
+
+
+def infer_shape(s, shapes=None, /, **kw):
+    """``(arg_shapes, out_shapes, aux_shapes)`` from known input shapes (a map or keywords).
+
+    Raises MXFNError naming the argument that could not be inferred.
+
+    Example:
+        >>> fc = fully_connected(variable("data"), num_hidden=4, name="fc")
+        >>> infer_shape(fc, {"data": (2, 3)})
+        ([(2, 3), (4, 3), (4,)], [(2, 4)], [])
+    """
+    a, o, x = s._h.infer_shape(_shape_map("sym.infer_shape", shapes, kw))
+    tup = lambda v: [tuple(t) for t in v]  # noqa: E731
+    return tup(a), tup(o), tup(x)
+
+
+def infer_type(s, types=None, /, **kw):
+    """``(arg_types, out_types, aux_types)`` as numpy dtypes from known input dtypes."""
+    import numpy as np
+    from .ndarray import dtype_name
+    m = {str(k): dtype_name(v, "sym.infer_type") for k, v in {**(types or {}), **kw}.items()}
+    a, o, x = s._h.infer_type(m)
+    conv = lambda v: [np.dtype(t) for t in v]  # noqa: E731
+    return conv(a), conv(o), conv(x)
+
+
+def to_json(s) -> str:
+    """MXNet 1.x JSON text of ``s`` (what ``Symbol.tojson()`` writes)."""
+    return s.tojson()
+
+
+def load_json(text) -> Symbol:
+    """A symbol from MXNet JSON text (1.x, or the pre-1.0 layouts MXNet upgrades)."""
+    if not isinstance(text, str):
+        raise TypeError(f"sym.load_json: text must be a str, got {type(text).__name__}")
+    return Symbol(_native.sym_load_json(text))
+
+
+def save(s, fname) -> None:
+    """Writes ``s`` as MXNet JSON to ``fname`` (atomically)."""
+    _native.sym_save(s._h, os.fspath(fname))
+
+
+def load(fname) -> Symbol:
+    """Reads a symbol JSON file (``prefix-symbol.json``)."""
+    return Symbol(_native.sym_load(os.fspath(fname)))
+
+
+def add(a, b):
+    """``a + b`` (symbols or scalars)."""
+    return a + b
+
+
+def sub(a, b):
+    """``a - b``."""
+    return a - b
+
+
+def mul(a, b):
+    """``a * b``."""
+    return a * b
+
+
+def div(a, b):
+    """``a / b``."""
+    return a / b
+
+
+# -- operator functions generated from the registry ---------------------------------------
+
+def _split_call(fname, args, kwargs):
+    """Separates the three Clojure call forms and Python keywords into
+    (name, attr_map, inputs list, params dict)."""
+    args = list(args)
+    node_name, attr_map = None, None
+    if args and isinstance(args[0], str):
+        node_name = args.pop(0)
+        if args and isinstance(args[0], Mapping) and len(args) >= 2 and isinstance(args[1], Mapping):
+            attr_map = args.pop(0)
+    opts = {}
+    if args and isinstance(args[-1], Mapping) and not isinstance(args[-1], Symbol):
+        opts = dict(args.pop())
+    merged = {**opts, **kwargs}
+    merged = {normalize_key(k) if isinstance(k, str) else k: v for k, v in merged.items()}
+    if "name" in merged:
+        node_name = merged.pop("name")
+    if "attr" in merged:
+        attr_map = merged.pop("attr")
+    return node_name, attr_map, args, merged
+
+
+def _make_sym_op(info):
+    op = info["name"]
+
+    def f(*args, **kwargs):
+        node_name, attr_map, positional, merged = _split_call(info["py_name"], args, kwargs)
+        inputs = [(None, _as_symbol(a, op)) for a in positional]
+        params = {}
+        for k, v in merged.items():
+            if isinstance(v, Symbol):
+                inputs.append((k, v))
+            elif info["variadic"] and k in ("data", "args") and isinstance(v, (list, tuple)):
+                inputs.extend((None, _as_symbol(x, op)) for x in v)
+            else:
+                params[k] = _attr_str(v)
+        if info["variadic"] and len(positional) == 1 and isinstance(args[0], (list, tuple)):
+            inputs = [(None, _as_symbol(x, op)) for x in args[0]]
+        attrs = dict(params)
+        for k, v in (attr_map or {}).items():
+            # User attributes are MXNet's reserved keys: "ctx_group" is stored as
+            # "__ctx_group__" (what MXNet's legacy upgrade does), so it never reads as an
+            # operator parameter.
+            k = str(k)
+            attrs[k if k.startswith("__") and k.endswith("__") else f"__{k}__"] = str(v)
+        return _compose(op, node_name, op.lower(), attrs, inputs)
+
+    return f
+
+
+def _as_symbol(x, op):
+    if isinstance(x, (list, tuple)):
+        raise TypeError(f"sym.{op}: give several inputs as separate arguments or by name")
+    if not isinstance(x, Symbol):
+        raise TypeError(f"sym.{op}: inputs must be Symbols, got {type(x).__name__}")
+    return x
+
+
+def op_doc(info, imperative=False):
+    """The docstring of a generated operator function, from the registry entry."""
+    lines = [info["doc"], "", "Parameters (MXNet attributes; snake_case or kebab-case keys):"]
+    for pname, kind, default, pdoc in info["params"]:
+        d = "required" if default is None else f"default {default}"
+        lines.append(f"    {pname} ({kind}, {d}): {pdoc}")
+    if not info["params"]:
+        lines.append("    (none)")
+    lines.append("")
+    lines.append(f"MXNet operator: {info['name']}.")
+    return "\n".join(lines)
+
+
+# Python names beyond the derived ones (SPEC §3 spellings).
+ALIASES = {"split": "SliceChannel"}
+
+
+def op_functions(make):
+    """``{python name: function}`` for every registry op: its snake_case name, its MXNet
+    name(s) (for MXNet habits: ``FullyConnected``) and ``ALIASES``; ``make(info)`` builds one."""
+    out = {}
+    for info in OPS:
+        f = make(info)
+        f.__name__ = info["py_name"]
+        f.__doc__ = op_doc(info)
+        names = [info["py_name"], info["name"], *info["aliases"]]
+        names += [a for a, target in ALIASES.items() if target == info["name"]]
+        for n in names:
+            if n.isidentifier():
+                out.setdefault(n, f)
+    return out
+
+
+OPS = _native.op_list()
+_OWN = set(globals())
+globals().update({k: v for k, v in op_functions(_make_sym_op).items() if k not in _OWN})
