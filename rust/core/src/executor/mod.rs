@@ -49,6 +49,20 @@ struct Step {
     var: Option<(bool, usize)>,
 }
 
+/// For each step, the last step that reads its outputs (`usize::MAX` for graph outputs).
+fn last_uses(steps: &[Step], heads: &[(usize, usize)]) -> Vec<usize> {
+    let mut last = vec![0; steps.len()];
+    for (i, st) in steps.iter().enumerate() {
+        for &(s, _) in &st.inputs {
+            last[s] = last[s].max(i);
+        }
+    }
+    for &(s, _) in heads {
+        last[s] = usize::MAX;
+    }
+    last
+}
+
 /// A bound symbol.
 ///
 /// ```
@@ -70,6 +84,7 @@ pub struct Executor {
     ctx: Context,
     steps: Vec<Step>,
     heads: Vec<(usize, usize)>,
+    last_use: Vec<usize>,
     arg_names: Vec<String>,
     aux_names: Vec<String>,
     /// Argument values, in `list_arguments` order.
@@ -180,11 +195,13 @@ impl Executor {
             }
         }
         let (steps, heads) = compile(symbol, &arg_names, &aux_names);
+        let last_use = last_uses(&steps, &heads);
         Ok(Executor {
             symbol: symbol.clone(),
             ctx,
             steps,
             heads,
+            last_use,
             arg_names,
             aux_names,
             arg_arrays: args.into_iter().map(|a| a.as_in_context(ctx)).collect(),
@@ -412,6 +429,15 @@ impl Executor {
 
     /// Runs the graph forward.
     pub fn forward(&mut self, is_train: bool) -> Result<()> {
+        // Drop the previous pass's values first so their buffers can be reused.
+        self.values = Vec::new();
+        // (Ops with auxiliary states run in backward even without gradients, so they keep
+        // everything.)
+        let release = self.grad_reqs.iter().all(|r| *r == GradReq::Null)
+            && self
+                .steps
+                .iter()
+                .all(|st| st.node.inputs.len() == st.node.num_arguments());
         let mut values: Vec<Vec<NDArray>> = Vec::with_capacity(self.steps.len());
         for step in &self.steps {
             let node = &step.node;
@@ -464,6 +490,17 @@ impl Executor {
                 }
             };
             values.push(outs);
+            // Memory plan: with no gradient to compute, an intermediate result is dropped as
+            // soon as its last consumer has run, so its buffer returns to the allocator and
+            // the next op reuses it (peak memory ~ the widest layer, not the whole graph).
+            if release {
+                let si = values.len() - 1;
+                for &(s, _) in &self.steps[si].inputs {
+                    if self.last_use[s] == si && self.steps[s].var.is_none() {
+                        values[s] = Vec::new();
+                    }
+                }
+            }
         }
         self.outputs = self
             .heads
@@ -567,6 +604,8 @@ impl Executor {
                     accumulate(&mut grads[s][o], g)?;
                 }
             }
+            // This node's output gradients are consumed: free them for reuse.
+            grads[si] = Vec::new();
         }
         for (si, step) in self.steps.iter().enumerate() {
             if let Some((false, i)) = step.var {
@@ -675,4 +714,60 @@ fn compile(
         .map(|h| (index[&(Arc::as_ptr(&h.node) as usize)], h.index))
         .collect();
     (steps, heads)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain() -> Symbol {
+        let x = Symbol::variable("x");
+        let a = Symbol::create("relu", Some("a"), &[], vec![(None, x)]).unwrap();
+        let b = Symbol::create("square", Some("b"), &[], vec![(None, a)]).unwrap();
+        Symbol::create("exp", Some("c"), &[], vec![(None, b)]).unwrap()
+    }
+
+    #[test]
+    fn inference_releases_intermediates_and_training_keeps_them() {
+        let shapes = HashMap::from([("x".to_string(), vec![4])]);
+        let x = NDArray::from_vec(&[4], vec![-1.0f32, 0.5, 1.0, 2.0]).unwrap();
+        let mut inf = Executor::simple_bind(
+            &chain(),
+            Context::cpu(0),
+            &shapes,
+            &HashMap::new(),
+            &HashMap::new(),
+            GradReq::Null,
+        )
+        .unwrap();
+        inf.set_arg("x", x.clone()).unwrap();
+        inf.forward(false).unwrap();
+        // a and b are freed; x (a variable) and c (the output) stay.
+        let kept: Vec<bool> = inf.values.iter().map(|v| !v.is_empty()).collect();
+        assert_eq!(kept, vec![true, false, false, true]);
+        let mut tr = Executor::simple_bind(
+            &chain(),
+            Context::cpu(0),
+            &shapes,
+            &HashMap::new(),
+            &HashMap::new(),
+            GradReq::Write,
+        )
+        .unwrap();
+        tr.set_arg("x", x).unwrap();
+        tr.forward(true).unwrap();
+        assert!(tr.values.iter().all(|v| !v.is_empty()));
+        assert_eq!(inf.outputs()[0].to_f64_vec(), tr.outputs()[0].to_f64_vec());
+        tr.backward(&[]).unwrap();
+        let g = tr.grad("x").unwrap().unwrap().to_f64_vec();
+        let want = [
+            0.0,
+            2.0 * 0.5 * (0.25f64).exp(),
+            2.0 * 1.0f64.exp(),
+            4.0 * 4.0f64.exp(),
+        ];
+        for (a, b) in g.iter().zip(want) {
+            assert!((a - b).abs() < 1e-3 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
 }
