@@ -450,19 +450,7 @@ impl Executor {
                         .iter()
                         .map(|&(s, o)| values[s][o].clone())
                         .collect();
-                    let aux_pos: Vec<usize> = step.inputs[na..]
-                        .iter()
-                        .map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1))
-                        .collect();
-                    let mut aux: Vec<NDArray> = aux_pos
-                        .iter()
-                        .map(|&p| {
-                            self.aux_arrays
-                                .get(p)
-                                .cloned()
-                                .unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))
-                        })
-                        .collect();
+                    let (aux_pos, mut aux) = self.gather_aux(step, na);
                     let ctx = OpCtx {
                         is_train,
                         node: &node.name,
@@ -574,19 +562,7 @@ impl Executor {
                 .iter()
                 .map(|&(s, o)| self.values[s][o].clone())
                 .collect();
-            let aux_pos: Vec<usize> = step.inputs[na..]
-                .iter()
-                .map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1))
-                .collect();
-            let mut aux: Vec<NDArray> = aux_pos
-                .iter()
-                .map(|&p| {
-                    self.aux_arrays
-                        .get(p)
-                        .cloned()
-                        .unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))
-                })
-                .collect();
+            let (aux_pos, mut aux) = self.gather_aux(step, na);
             let ctx = OpCtx {
                 is_train: self.last_train.unwrap_or(false),
                 node: &step.node.name,
@@ -624,6 +600,25 @@ impl Executor {
             }
         }
         Ok(())
+    }
+
+    /// The auxiliary-state inputs of `step` (after its `na` arguments): their positions in
+    /// `aux_arrays` and their current values.
+    fn gather_aux(&self, step: &Step, na: usize) -> (Vec<usize>, Vec<NDArray>) {
+        let pos: Vec<usize> = step.inputs[na..]
+            .iter()
+            .map(|&(s, _)| self.steps[s].var.map_or(usize::MAX, |v| v.1))
+            .collect();
+        let vals = pos
+            .iter()
+            .map(|&p| {
+                self.aux_arrays
+                    .get(p)
+                    .cloned()
+                    .unwrap_or_else(|| NDArray::zeros(&[0], DType::Float32))
+            })
+            .collect();
+        (pos, vals)
     }
 
     /// Which steps lie on a path from an argument with a gradient request to an output.
