@@ -8,6 +8,8 @@
 
 from . import context, ndarray, random, symbol
 from . import executor, initializer, io, lr_scheduler, metric, optimizer, visualization
+from . import callback, kvstore, module, monitor
+from . import curried  # built from module: import it after
 from ._errors import MXFNError
 from .context import Context, cpu, current_context, gpu
 
@@ -21,4 +23,5 @@ __version__ = "0.1.0"
 
 __all__ = ["MXFNError", "Context", "cpu", "gpu", "current_context", "context", "nd", "ndarray",
            "random", "sym", "symbol", "executor", "visualization", "io", "optimizer",
-           "lr_scheduler", "initializer", "init", "eval_metric", "metric"]
+           "lr_scheduler", "initializer", "init", "eval_metric", "metric", "module", "callback",
+           "kvstore", "monitor", "curried"]

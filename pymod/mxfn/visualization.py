@@ -141,3 +141,6 @@ def plot_network(sym, opts=None, /, **kw):
             raise MXFNError("visualization.plot_network: rendering a file needs the graphviz package") from None
         graphviz.Source(dot).render(o["filename"], format=o["format"], cleanup=True)
     return dot
+
+
+from ._fit import plot_history  # noqa: E402,F401  (drawn with matplotlib)

@@ -16,6 +16,7 @@ pub mod initializer;
 pub mod io;
 pub mod kernels;
 pub mod metric;
+pub mod module;
 pub mod ops;
 pub mod optimizer;
 pub mod symbol;

@@ -6,6 +6,7 @@ mod error;
 mod init;
 mod io;
 mod metric;
+mod module;
 mod nd;
 mod optim;
 mod sym;
@@ -22,5 +23,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     metric::register(m)?;
     io::register(m)?;
     sym::register(m)?;
+    module::register(m)?;
     Ok(())
 }

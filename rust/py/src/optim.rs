@@ -84,7 +84,7 @@ fn hyper(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Hyper> {
     }
 }
 
-fn state_from_py(obj: &Bound<'_, PyAny>) -> PyResult<State> {
+pub(crate) fn state_from_py(obj: &Bound<'_, PyAny>) -> PyResult<State> {
     if obj.is_none() {
         return Ok(State::None);
     }
@@ -104,7 +104,7 @@ fn state_from_py(obj: &Bound<'_, PyAny>) -> PyResult<State> {
     )))
 }
 
-fn state_to_py(py: Python<'_>, s: State) -> PyResult<PyObject> {
+pub(crate) fn state_to_py(py: Python<'_>, s: State) -> PyResult<PyObject> {
     Ok(match s {
         State::None => py.None(),
         State::Array(a) => Py::new(py, Handle { inner: a })?.into_any(),

@@ -1,0 +1,802 @@
+"""``mx.module``: MXNet's Module API as functions over a Module value (SPEC §2).
+
+A Module is a symbol bound on one or more contexts (each gets its slice of the batch), with
+parameters, an optimizer and the last outputs. Functions that act on a module for its effect
+return it, so calls thread::
+
+    >>> import mxfn as mx, numpy as np
+    >>> from mxfn import module as m
+    >>> net = mx.sym.fully_connected(mx.sym.variable("data"), num_hidden=2, name="fc")
+    >>> mod = m.module(net, label_names=None)
+    >>> mod = m.init_params(m.bind(mod, data_shapes=[("data", (4, 3))], for_training=False))
+    >>> m.outputs_merged(m.forward(mod, {"data": [np.ones((4, 3))]}))[0].shape
+    (4, 2)
+
+The intermediate level is defined here; ``fit``/``score``/``predict`` (``mxfn._fit``) build on it.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import numbers
+import os
+import pickle
+import struct
+import tempfile
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import _native
+from ._errors import MXFNError
+from ._opts import REQUIRED, doc_options, opt, parse_opts
+from .context import Context
+from .io import as_data_desc, batch_data, batch_label, batch_pad
+from .ndarray import NDArray, _handle, as_ndarray
+from .symbol import Symbol
+
+_log = logging.getLogger("mxfn")
+_DEV_CODES = {"cpu": 1, "gpu": 2}
+_DEV_NAMES = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
+
+
+class Module:
+    """A Module value (made by ``module`` or ``load_checkpoint``). It is mutable like MXNet's
+    Module: ``bind``, ``init_params``, ``forward``, ``update``… change it and return it."""
+
+    __slots__ = ("_h", "_monitor", "_opt", "__weakref__")
+
+    def __init__(self, handle):
+        if not isinstance(handle, _native.ModuleHandle):
+            raise TypeError("Module(...) wraps a core handle; build modules with mx.module.module(sym)")
+        self._h = handle
+        self._monitor = None
+        self._opt = None
+        _flush(self)
+
+    def __repr__(self):
+        d, l, o, _, _ = _native.mod_names(self._h)
+        b, p, op, _ = _native.mod_state(self._h)
+        return (f"Module(data_names={d}, label_names={l}, output_names={o}, bound={b}, "
+                f"params_initialized={p}, optimizer_initialized={op})")
+
+
+def _documented(spec):
+    """Puts ``spec``'s ``Options:`` section where the docstring says ``%OPTIONS%``."""
+    def deco(f):
+        f.__doc__ = f.__doc__.replace("    %OPTIONS%", doc_options(spec, 4))
+        return f
+    return deco
+
+
+def _flush(mod):
+    for w in _native.mod_take_warnings(mod._h):
+        _log.warning(w)
+
+
+def _mod(fname, mod) -> Module:
+    if not isinstance(mod, Module):
+        raise TypeError(f"module.{fname}: expected a Module, got {type(mod).__name__}")
+    return mod
+
+
+def _names(fname, key, v, allow_none=False):
+    if v is None:
+        return []
+    if isinstance(v, str):
+        return [v]
+    if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+        raise TypeError(f'module.{fname}: "{key}" must be a list of names, got {v!r}')
+    return list(v)
+
+
+def _contexts(fname, v):
+    if v is None:
+        return [(1, 0)]
+    if isinstance(v, Context):
+        v = [v]
+    if not isinstance(v, (list, tuple)) or not v:
+        raise TypeError(f'module.{fname}: "contexts" must be a Context or a non-empty list of them')
+    out = []
+    for c in v:
+        if not isinstance(c, Context):
+            raise TypeError(f'module.{fname}: "contexts" must hold Contexts, got {type(c).__name__}')
+        out.append((_DEV_CODES[c.device_type], c.device_id))
+    return out
+
+
+def _workload(fname, w):
+    if w is None:
+        return None
+    if not isinstance(w, (list, tuple)) or not all(isinstance(x, numbers.Real) for x in w):
+        raise TypeError(f'module.{fname}: "workload_list" must be a list of numbers')
+    return [float(x) for x in w]
+
+
+_MODULE_OPTS = {
+    "data_names": opt(("data",), (list, tuple), "data input names"),
+    "label_names": opt(("softmax_label",), None,
+                       "label input names (None or [] = no label)"),
+    "contexts": opt(None, (Context, list, tuple), "a Context or a list of them (default [cpu()])",
+                    aliases=("context",)),
+    "workload_list": opt(None, (list, tuple), "share of each batch per context (None = uniform)"),
+    "fixed_param_names": opt(None, (list, tuple), "params that are never updated"),
+}
+
+
+@_documented(_MODULE_OPTS)
+def module(sym, opts=None, /, **kw) -> Module:
+    """A new, unbound Module over symbol ``sym`` (label names the symbol lacks are dropped
+    with a warning, SPEC §8).
+
+    %OPTIONS%
+
+    Returns:
+        A Module.
+
+    Example:
+        >>> import mxfn as mx
+        >>> net = mx.sym.fully_connected(mx.sym.variable("data"), num_hidden=2, name="fc")
+        >>> label_names(module(net))
+        []
+    """
+    fname = "module"
+    if not isinstance(sym, Symbol):
+        raise TypeError(f"module.module: sym must be a Symbol, got {type(sym).__name__}")
+    o = parse_opts("module.module", _MODULE_OPTS, opts, kw)
+    h = _native.mod_new(sym._h, _names(fname, "data_names", o["data_names"]),
+                        _names(fname, "label_names", o["label_names"]),
+                        _contexts(fname, o["contexts"]), _workload(fname, o["workload_list"]),
+                        _names(fname, "fixed_param_names", o["fixed_param_names"]))
+    return Module(h)
+
+
+# -- queries ----------------------------------------------------------------------------------
+
+def data_names(mod) -> list:
+    """The data input names."""
+    return _native.mod_names(_mod("data_names", mod)._h)[0]
+
+
+def label_names(mod) -> list:
+    """The label input names the symbol has."""
+    return _native.mod_names(_mod("label_names", mod)._h)[1]
+
+
+def output_names(mod) -> list:
+    """The output names."""
+    return _native.mod_names(_mod("output_names", mod)._h)[2]
+
+
+def param_names(mod) -> list:
+    """The parameter names (``list_arguments`` minus data and label names)."""
+    return _native.mod_names(_mod("param_names", mod)._h)[3]
+
+
+def aux_names(mod) -> list:
+    """The auxiliary state names."""
+    return _native.mod_names(_mod("aux_names", mod)._h)[4]
+
+
+def _desc_out(d):
+    from .io import data_desc
+    name, shape, dtype, layout = d
+    return data_desc(name, tuple(shape), dtype=dtype, layout=layout) if layout else \
+        data_desc(name, tuple(shape), dtype=dtype)
+
+
+def data_shapes(mod) -> list:
+    """The bound data descs (list of DataDesc)."""
+    return [_desc_out(d) for d in _native.mod_shapes(_mod("data_shapes", mod)._h)[0]]
+
+
+def label_shapes(mod) -> list:
+    """The bound label descs (list of DataDesc; [] without labels)."""
+    return [_desc_out(d) for d in _native.mod_shapes(_mod("label_shapes", mod)._h)[1]]
+
+
+def output_shapes(mod) -> list:
+    """``[(name, shape), …]`` of the outputs for the bound batch."""
+    return [(n, tuple(s)) for n, s in _native.mod_shapes(_mod("output_shapes", mod)._h)[2]]
+
+
+def symbol(mod) -> Symbol:
+    """The module's symbol."""
+    return Symbol(_native.mod_symbol(_mod("symbol", mod)._h))
+
+
+def contexts(mod) -> list:
+    """The module's contexts."""
+    return [Context(_DEV_NAMES.get(t, "cpu"), i) for t, i in _native.mod_contexts(_mod("contexts", mod)._h)]
+
+
+def binded(mod) -> bool:
+    """Whether the module is bound."""
+    return _native.mod_state(_mod("binded", mod)._h)[0]
+
+
+def params_initialized(mod) -> bool:
+    """Whether the module's parameters are initialised."""
+    return _native.mod_state(_mod("params_initialized", mod)._h)[1]
+
+
+def optimizer_initialized(mod) -> bool:
+    """Whether the module has an optimizer."""
+    return _native.mod_state(_mod("optimizer_initialized", mod)._h)[2]
+
+
+# -- bind ---------------------------------------------------------------------------------------
+
+def _descs(fname, key, v):
+    if v is None:
+        return []
+    if isinstance(v, Mapping) and "name" not in v:
+        v = list(v.items())  # {name: shape}
+    elif isinstance(v, (Mapping, tuple)) and not isinstance(v, list) and (
+            isinstance(v, Mapping) or (len(v) == 2 and isinstance(v[0], str))):
+        v = [v]
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f'module.{fname}: "{key}" must be a list of DataDesc, maps or (name, shape) pairs')
+    out = []
+    for d in v:
+        d = as_data_desc(d)
+        out.append((d["name"], [int(x) for x in d["shape"]], np.dtype(d["dtype"]).name, d["layout"]))
+    return out
+
+
+_BIND_OPTS = {
+    "data_shapes": opt(REQUIRED, (list, tuple, Mapping), "DataDesc, maps or (name, shape) pairs"),
+    "label_shapes": opt(None, (list, tuple, Mapping), "label descs, like data_shapes"),
+    "for_training": opt(True, bool, "bind for training"),
+    "inputs_need_grad": opt(False, bool, "compute gradients of the data inputs"),
+    "force_rebind": opt(False, bool, "rebind a bound module"),
+    "shared_module": opt(None, None, "accepted for MXNet compatibility; parameters are not shared"),
+    "grad_req": opt("write", (str, Mapping), '"write", "add", "null" or a map name -> req'),
+}
+
+
+@_documented(_BIND_OPTS)
+def bind(mod, opts=None, /, **kw) -> Module:
+    """Binds one executor per context on its slice of the batch (SPEC §2). A bound module is
+    left as it is unless ``force_rebind=True``.
+
+    %OPTIONS%
+
+    Returns:
+        The module.
+    """
+    fname = "bind"
+    mod = _mod(fname, mod)
+    o = parse_opts("module.bind", _BIND_OPTS, opts, kw)
+    req = o["grad_req"]
+    req = {"": req} if isinstance(req, str) else {str(k): str(v) for k, v in req.items()}
+    _native.mod_bind(mod._h, _descs(fname, "data_shapes", o["data_shapes"]),
+                     _descs(fname, "label_shapes", o["label_shapes"]), o["for_training"],
+                     o["inputs_need_grad"], o["force_rebind"], req)
+    _flush(mod)
+    if mod._monitor is not None:
+        _install(mod, mod._monitor)  # also re-applied by the core; harmless
+    return mod
+
+
+# -- params -------------------------------------------------------------------------------------
+
+def _init_spec(init):
+    if init is None:
+        return None
+    from . import initializer
+    return initializer.create(init).dumps()
+
+
+def _param_dict(fname, key, d):
+    if d is None:
+        return None
+    if not isinstance(d, Mapping):
+        raise TypeError(f'module.{fname}: "{key}" must be a dict name -> array, got {type(d).__name__}')
+    return {str(k): _handle(v) for k, v in d.items()}
+
+
+_INIT_OPTS = {
+    "initializer": opt(None, None, "an mx.initializer value, name or JSON spec (default uniform(0.01))"),
+    "arg_params": opt(None, Mapping, "name -> array"),
+    "aux_params": opt(None, Mapping, "name -> array"),
+    "allow_missing": opt(False, bool, "initialise params missing from arg_params/aux_params"),
+    "force_init": opt(False, bool, "re-initialise an initialised module"),
+    "allow_extra": opt(False, bool, "ignore names that are not params of the module"),
+}
+
+
+@_documented(_INIT_OPTS)
+def init_params(mod, opts=None, /, **kw) -> Module:
+    """Initialises the parameters (MXNet's name rules; given ``arg_params``/``aux_params`` are
+    copied). Does nothing on an initialised module unless ``force_init=True``.
+
+    %OPTIONS%
+
+    Returns:
+        The module.
+    """
+    fname = "init_params"
+    mod = _mod(fname, mod)
+    o = parse_opts("module.init_params", _INIT_OPTS, opts, kw)
+    _native.mod_init_params(mod._h, _init_spec(o["initializer"]),
+                            _param_dict(fname, "arg_params", o["arg_params"]),
+                            _param_dict(fname, "aux_params", o["aux_params"]),
+                            o["allow_missing"], o["force_init"], o["allow_extra"], False)
+    _flush(mod)
+    return mod
+
+
+_SET_OPTS = {
+    "arg_params": opt(REQUIRED, Mapping, "name -> array"),
+    "aux_params": opt(None, Mapping, "name -> array (None leaves the aux states as they are)"),
+    "allow_missing": opt(False, bool, "keep (or initialise) params missing from arg_params"),
+    "force_init": opt(True, bool, "set even when initialised"),
+    "allow_extra": opt(False, bool, "ignore names that are not params of the module"),
+}
+
+
+@_documented(_SET_OPTS)
+def set_params(mod, opts=None, /, **kw) -> Module:
+    """Sets the parameters (SPEC §8).
+
+    %OPTIONS%
+
+    Returns:
+        The module.
+    """
+    fname = "set_params"
+    mod = _mod(fname, mod)
+    o = parse_opts("module.set_params", _SET_OPTS, opts, kw)
+    _native.mod_init_params(mod._h, None, _param_dict(fname, "arg_params", o["arg_params"]),
+                            _param_dict(fname, "aux_params", o["aux_params"]),
+                            o["allow_missing"], o["force_init"], o["allow_extra"], True)
+    _flush(mod)
+    return mod
+
+
+def get_params(mod) -> tuple:
+    """``(arg_params, aux_params)``: dicts name -> NDArray (copies, synced across devices)."""
+    a, x = _native.mod_get_params(_mod("get_params", mod)._h)
+    return {k: NDArray(h) for k, h in a}, {k: NDArray(h) for k, h in x}
+
+
+params = get_params
+
+
+def arg_params(mod) -> dict:
+    """The argument parameters (copies)."""
+    return get_params(mod)[0]
+
+
+def aux_params(mod) -> dict:
+    """The auxiliary states (copies)."""
+    return get_params(mod)[1]
+
+
+# -- optimizer ----------------------------------------------------------------------------------
+
+_OPT_OPTS = {
+    "kvstore": opt("local", None, '"local" (gradients summed over contexts), "device" or a kvstore'),
+    "optimizer": opt("sgd", None, "a name such as \"adam\", or an mx.optimizer value"),
+    "optimizer_params": opt(None, Mapping, 'options of a named optimizer (default {"learning_rate": 0.01})'),
+    "reset_optimizer": opt(True, bool, "set rescale_grad = 1/batch and the index->name map"),
+    "force_init": opt(False, bool, "replace an installed optimizer"),
+}
+
+
+@_documented(_OPT_OPTS)
+def init_optimizer(mod, opts=None, /, **kw) -> Module:
+    """Installs the optimizer (SPEC §2, §8). Does nothing when one is installed unless
+    ``force_init=True``.
+
+    %OPTIONS%
+
+    Returns:
+        The module.
+    """
+    from . import optimizer as optim
+    fname = "module.init_optimizer"
+    mod = _mod("init_optimizer", mod)
+    o = parse_opts(fname, _OPT_OPTS, opts, kw)
+    kv = o["kvstore"]
+    if kv is not None and not isinstance(kv, str) and not hasattr(kv, "push"):
+        raise TypeError(f'{fname}: "kvstore" must be a name or a kvstore, got {type(kv).__name__}')
+    b, p, has_opt, _ = _native.mod_state(mod._h)
+    if has_opt and not o["force_init"]:
+        _log.warning("module.init_optimizer: optimizer already initialised; ignoring (pass force_init)")
+        return mod
+    spec = o["optimizer"]
+    if isinstance(spec, optim.Optimizer):
+        if o["optimizer_params"] is not None:
+            raise MXFNError(f"{fname}: optimizer_params cannot be given with an optimizer value "
+                            f"(configure the value itself)")
+        value = spec
+    elif isinstance(spec, str):
+        if not b:
+            raise MXFNError(f"{fname}: call bind first")
+        if not p:
+            raise MXFNError(f"{fname}: call init_params first")
+        op = dict(o["optimizer_params"] if o["optimizer_params"] is not None else {"learning_rate": 0.01})
+        op.setdefault("sym", symbol(mod))
+        value = optim.create(spec, op)
+    else:
+        raise TypeError(f'{fname}: "optimizer" must be a name or an mx.optimizer value, '
+                        f"got {type(spec).__name__}")
+    _native.mod_init_optimizer(mod._h, value._h, o["reset_optimizer"], o["force_init"])
+    mod._opt = value
+    _flush(mod)
+    return mod
+
+
+def optimizer(mod):
+    """The module's optimizer value (None before ``init_optimizer``)."""
+    return _mod("optimizer", mod)._opt
+
+
+def borrow_optimizer(mod, shared_module) -> Module:
+    """Shares ``shared_module``'s optimizer and its states."""
+    mod = _mod("borrow_optimizer", mod)
+    _native.mod_borrow_optimizer(mod._h, _mod("borrow_optimizer", shared_module)._h)
+    mod._opt = shared_module._opt
+    return mod
+
+
+# -- computation --------------------------------------------------------------------------------
+
+def _arrays(fname, key, xs):
+    if xs is None:
+        return []
+    if isinstance(xs, (NDArray, np.ndarray)):
+        xs = [xs]
+    if not isinstance(xs, (list, tuple)):
+        raise TypeError(f'module.{fname}: "{key}" must be a list of arrays, got {type(xs).__name__}')
+    return [_handle(x) for x in xs]
+
+
+def forward(mod, data_batch, is_train=None) -> Module:
+    """Runs forward on every device with its slice of the batch (a DataBatch or a map with
+    ``data`` and optional ``label``, ``pad``). ``is_train=None`` means ``for_training``. A batch
+    whose shapes differ from the bound ones reshapes the module first."""
+    fname = "forward"
+    mod = _mod(fname, mod)
+    if is_train is not None and not isinstance(is_train, bool):
+        raise TypeError(f"module.forward: is_train must be a bool or None, got {type(is_train).__name__}")
+    try:
+        data = batch_data(data_batch)
+    except (KeyError, AttributeError):
+        raise MXFNError("module.forward: data_batch must be a DataBatch or a map with \"data\"") from None
+    label = batch_label(data_batch)
+    _native.mod_forward(mod._h, _arrays(fname, "data", data), _arrays(fname, "label", label),
+                        int(batch_pad(data_batch)), is_train)
+    return mod
+
+
+def backward(mod, out_grads=None) -> Module:
+    """Back-propagates; ``out_grads``: one array per output (only for non-loss outputs)."""
+    mod = _mod("backward", mod)
+    _native.mod_backward(mod._h, _arrays("backward", "out_grads", out_grads))
+    return mod
+
+
+def forward_backward(mod, data_batch) -> Module:
+    """``forward(mod, data_batch, is_train=True)`` then ``backward(mod)``."""
+    return backward(forward(mod, data_batch, True))
+
+
+def update(mod) -> Module:
+    """Applies the optimizer to every non-fixed parameter (gradients summed over contexts)."""
+    mod = _mod("update", mod)
+    _native.mod_update(mod._h)
+    return mod
+
+
+def update_metric(mod, eval_metric, labels) -> Module:
+    """Accumulates ``eval_metric`` on the last outputs, device by device (``labels``: the
+    batch's label arrays)."""
+    from . import metric
+    mod = _mod("update_metric", mod)
+    labels = [as_ndarray(x) for x in ([labels] if isinstance(labels, (NDArray, np.ndarray)) else (labels or []))]
+    outs = outputs(mod)
+    slices = _native.mod_slices(mod._h)
+    for k, (b, e) in enumerate(slices):
+        preds = [o[k] for o in outs]
+        if len(slices) == 1:
+            ls = labels
+        else:
+            ls = [NDArray(_native.nd_slice_axis(x._h, 0, b, e)) if hasattr(_native, "nd_slice_axis")
+                  else as_ndarray(np.asarray(x)[b:e]) for x in labels]
+        metric.update(eval_metric, ls, preds)
+    return mod
+
+
+def outputs(mod) -> list:
+    """``[[out1_dev1, out1_dev2, …], [out2_dev1, …]]``."""
+    return [[NDArray(h) for h in per] for per in _native.mod_outputs(_mod("outputs", mod)._h, False)]
+
+
+def outputs_merged(mod) -> list:
+    """``[out1, out2, …]``, each concatenated over the devices along the batch axis."""
+    return [NDArray(h) for h in _native.mod_outputs(_mod("outputs_merged", mod)._h, True)[0]]
+
+
+def input_grads(mod) -> list:
+    """Gradients of the data inputs per input, per device (needs ``inputs_need_grad=True``)."""
+    return [[NDArray(h) for h in per] for per in _native.mod_input_grads(_mod("input_grads", mod)._h, False)]
+
+
+def input_grads_merged(mod) -> list:
+    """Gradients of the data inputs, merged over the devices."""
+    return [NDArray(h) for h in _native.mod_input_grads(_mod("input_grads_merged", mod)._h, True)[0]]
+
+
+def grad_arrays(mod) -> list:
+    """Gradients per parameter (module parameter order), per device; [] for fixed params."""
+    return [[NDArray(h) for h in per] for per in _native.mod_grad_arrays(_mod("grad_arrays", mod)._h)]
+
+
+def reshape(mod, data_shapes, label_shapes=None) -> Module:
+    """Rebinds for new input shapes, keeping the parameters (and the original rescale_grad)."""
+    mod = _mod("reshape", mod)
+    _native.mod_reshape(mod._h, _descs("reshape", "data_shapes", data_shapes),
+                        _descs("reshape", "label_shapes", label_shapes))
+    return mod
+
+
+# -- monitor -------------------------------------------------------------------------------------
+
+def _install(mod, mon):
+    # The executors live in the core: the monitor's callback is installed on each of them
+    # (op outputs); the core re-installs it after a rebind or reshape.
+    _native.mod_set_monitor(mod._h, None if mon is None else
+                            (lambda n, h: mon.stat_helper(n, NDArray(h))))
+
+
+def install_monitor(mod, monitor) -> Module:
+    """Installs ``monitor`` (an ``mx.monitor`` value, or None to remove it) on every executor
+    of the module, now and after later binds: between ``tic`` and ``toc`` it collects the op
+    outputs (``{node}_output``) of each forward. Arguments and gradients are not added by
+    ``toc`` for a module (its executors are not Python objects).
+
+    Returns:
+        The module.
+    """
+    mod = _mod("install_monitor", mod)
+    if monitor is not None and not hasattr(monitor, "stat_helper"):
+        raise TypeError(f"module.install_monitor: expected an mx.monitor value, got {type(monitor).__name__}")
+    mod._monitor = monitor
+    _install(mod, monitor)
+    return mod
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+
+_SAVE_OPTS = {
+    "prefix": opt(REQUIRED, str, "file prefix"),
+    "epoch": opt(REQUIRED, int, "epoch number (file name prefix-%04d.params)"),
+    "save_opt_states": opt(False, bool, "also write prefix-%04d.states", aliases=("save_optimizer_states",)),
+}
+
+
+@_documented(_SAVE_OPTS)
+def save_checkpoint(mod, opts=None, /, **kw) -> Module:
+    """Writes ``prefix-symbol.json`` and ``prefix-%04d.params`` (atomically), and with
+    ``save_opt_states=True`` ``prefix-%04d.states``.
+
+    %OPTIONS%
+
+    Returns:
+        The module.
+    """
+    mod = _mod("save_checkpoint", mod)
+    o = parse_opts("module.save_checkpoint", _SAVE_OPTS, opts, kw)
+    _native.mod_save_checkpoint(mod._h, o["prefix"], o["epoch"])
+    if o["save_opt_states"]:
+        save_optimizer_states(mod, "%s-%04d.states" % (o["prefix"], o["epoch"]))
+    return mod
+
+
+def save_params(mod, fname) -> Module:
+    """Writes the params as MXNet's ``arg:``/``aux:`` dict (atomically)."""
+    _native.mod_save_params(_mod("save_params", mod)._h, str(fname))
+    return mod
+
+
+def load_params(mod, fname) -> Module:
+    """Loads a ``.params`` file into the bound module (``set_params`` with its contents)."""
+    _native.mod_load_params(_mod("load_params", mod)._h, str(fname))
+    return mod
+
+
+_LOAD_OPTS = {
+    "prefix": opt(REQUIRED, str, "file prefix"),
+    "epoch": opt(REQUIRED, int, "epoch number"),
+    "load_optimizer_states": opt(False, bool, "also read prefix-%04d.states (applied at init_optimizer)"),
+    **_MODULE_OPTS,
+}
+
+
+@_documented(_LOAD_OPTS)
+def load_checkpoint(prefix=None, epoch=None, opts=None, /, **kw) -> Module:
+    """A new Module from ``prefix-symbol.json`` + ``prefix-%04d.params`` (params applied at
+    ``bind``). Called as ``load_checkpoint(prefix, epoch, opts)`` or ``load_checkpoint(opts)``.
+
+    %OPTIONS%
+
+    Returns:
+        A new Module.
+    """
+    fname = "load_checkpoint"
+    if isinstance(prefix, Mapping):
+        prefix, opts = None, {**prefix, **(opts or {})} if isinstance(opts, Mapping) else prefix
+    given = dict(opts or {})
+    if prefix is not None:
+        given["prefix"] = prefix
+    if epoch is not None:
+        given["epoch"] = epoch
+    o = parse_opts("module.load_checkpoint", _LOAD_OPTS, given, kw)
+    h = _native.mod_load(o["prefix"], o["epoch"], _names(fname, "data_names", o["data_names"]),
+                         _names(fname, "label_names", o["label_names"]),
+                         _contexts(fname, o["contexts"]), _workload(fname, o["workload_list"]),
+                         _names(fname, "fixed_param_names", o["fixed_param_names"]))
+    mod = Module(h)
+    if o["load_optimizer_states"]:
+        load_optimizer_states(mod, "%s-%04d.states" % (o["prefix"], o["epoch"]))
+    return mod
+
+
+# -- optimizer states (.states, FORMAT.md §3) ----------------------------------------------------
+
+_ND_HEADER = struct.pack("<QQQ", 0x112, 0, 1)
+_ND_FOOTER = struct.pack("<Q", 0)
+
+
+def _record_to_array(payload) -> NDArray:
+    """One §1.2 array record (the pickled NDArray payload) as an NDArray."""
+    from . import ndarray as nd
+    fd, path = tempfile.mkstemp(suffix=".params")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(_ND_HEADER + bytes(payload) + _ND_FOOTER)
+        arrs = nd.load(path)
+    finally:
+        os.unlink(path)
+    if isinstance(arrs, Mapping):
+        arrs = list(arrs.values())
+    if len(arrs) != 1:
+        raise MXFNError("module.load_optimizer_states: malformed NDArray record")
+    return arrs[0]
+
+
+def _array_to_record(arr) -> bytes:
+    """The §1.2 record of ``arr`` (``nd.save`` of a one-array list minus header and footer)."""
+    from . import ndarray as nd
+    fd, path = tempfile.mkstemp(suffix=".params")
+    os.close(fd)
+    try:
+        nd.save(path, [arr])
+        with open(path, "rb") as f:
+            data = f.read()
+    finally:
+        os.unlink(path)
+    return data[len(_ND_HEADER):len(data) - len(_ND_FOOTER)]
+
+
+class _PickledNDArray:
+    """Stand-in for ``mxnet.ndarray.ndarray.NDArray`` while unpickling: called with ``(None,)``,
+    then ``BUILD`` with ``{'handle': bytearray(record)}``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, *_args):
+        self.value = None
+
+    def __setstate__(self, state):
+        data = state.get("handle") if isinstance(state, dict) else None
+        if not isinstance(data, (bytes, bytearray)):
+            raise MXFNError("module.load_optimizer_states: malformed NDArray state")
+        self.value = _record_to_array(data)
+
+
+class _StatesUnpickler(pickle.Unpickler):
+    """A restricted unpickler: the only globals allowed are MXNet's NDArray (rebuilt from its
+    record, never imported) and ``builtins.bytearray``."""
+
+    def find_class(self, module_name, name):
+        if module_name == "mxnet.ndarray.ndarray" and name == "NDArray":
+            return _PickledNDArray
+        if module_name == "builtins" and name == "bytearray":
+            return bytearray
+        raise MXFNError(f"module.load_optimizer_states: the file references {module_name}.{name}; "
+                        f"a .states file may only hold MXNet NDArrays, tuples and None")
+
+
+def _state_in(v):
+    if v is None:
+        return None
+    if isinstance(v, _PickledNDArray) and v.value is not None:
+        return v.value._h
+    if isinstance(v, tuple):
+        return tuple(_state_in(x) for x in v)
+    raise MXFNError(f"module.load_optimizer_states: unexpected state value of type {type(v).__name__}")
+
+
+def load_optimizer_states(mod, fname) -> Module:
+    """Reads MXNet's ``.states`` pickle (``{index: NDArray | tuple | None}``) with a restricted
+    unpickler; the states apply to the module's optimizer (now, or at ``init_optimizer``)."""
+    mod = _mod("load_optimizer_states", mod)
+    with open(fname, "rb") as f:
+        try:
+            obj = _StatesUnpickler(f).load()
+        except MXFNError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any malformed pickle
+            raise MXFNError(f"module.load_optimizer_states: {fname}: not a .states file ({e})") from None
+    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], dict):
+        obj = obj[0]  # (states, optimizer) when the optimizer was dumped too
+    if not isinstance(obj, dict) or not all(isinstance(k, int) and k >= 0 for k in obj):
+        raise MXFNError(f"module.load_optimizer_states: {fname}: expected a dict parameter index -> state")
+    _native.mod_set_states(mod._h, [(k, _state_in(v)) for k, v in obj.items()])
+    return mod
+
+
+class _MXNDArray:
+    """Pickled as MXNet pickles an NDArray: ``NDArray(None)`` then ``BUILD {'handle': bytearray}``."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record):
+        self.record = record
+
+    def __reduce__(self):
+        return (_MXNDArrayClass, (None,), {"handle": bytearray(self.record)})
+
+
+class _MXNDArrayClass:
+    """Marker for MXNet's NDArray class; the pickler writes it as ``mxnet.ndarray.ndarray.NDArray``."""
+
+
+class _StatesPickler(pickle._Pickler):  # the pure-Python pickler lets save_global be overridden
+    def save_global(self, obj, name=None):
+        if obj is _MXNDArrayClass:
+            self.save("mxnet.ndarray.ndarray")
+            self.save("NDArray")
+            self.write(pickle.STACK_GLOBAL)
+            self.memoize(obj)
+            return
+        super().save_global(obj, name)
+
+
+def save_optimizer_states(mod, fname) -> Module:
+    """Writes the optimizer states as MXNet's ``.states`` pickle (protocol 4, what MXNet 1.9.1
+    writes and loads): ``{index: NDArray | tuple | None}``. Written atomically."""
+    mod = _mod("save_optimizer_states", mod)
+
+    def conv(v):
+        if v is None:
+            return None
+        if isinstance(v, tuple):
+            return tuple(conv(x) for x in v)
+        return _MXNDArray(_array_to_record(NDArray(v)))
+
+    obj = {int(k): conv(v) for k, v in _native.mod_get_states(mod._h)}
+    buf = io.BytesIO()
+    _StatesPickler(buf, protocol=4).dump(obj)
+    fname = str(fname)
+    tmp = os.path.join(os.path.dirname(os.path.abspath(fname)),
+                       f".{os.path.basename(fname)}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(buf.getvalue())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, fname)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return mod
+
+
+# -- high-level API (fit, score, predict) below --
+from ._fit import fit, fit_params, history, predict, predict_batch, predict_every_batch, score  # noqa: E402,F401

@@ -1,0 +1,543 @@
+//! Module bindings: `ModuleHandle` (a core `Module` behind a lock) and the calls
+//! `mxfn.module` builds on. Batches cross as lists of NDArray handles; shapes as
+//! `(name, shape, dtype, layout)` tuples.
+
+use crate::error::{core, to_py};
+use crate::nd::Handle;
+use crate::optim::{state_from_py, state_to_py, OptHandle};
+use crate::sym::SymHandle;
+use mxfn_core::executor::GradReq;
+use mxfn_core::initializer::Initializer;
+use mxfn_core::io::{DataBatch, DataDesc};
+use mxfn_core::module::{
+    BindOptions, GradReqSpec, InitOptions, Module, ModuleOptions, OptStates, OptimizerInit,
+};
+use mxfn_core::{Context, DType, NDArray};
+use pyo3::prelude::*;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+/// A core Module. `mxfn.module` wraps it; calls release the GIL.
+#[pyclass(frozen, module = "mxfn._native", name = "ModuleHandle")]
+pub struct ModuleHandle {
+    inner: Mutex<Module>,
+}
+
+impl ModuleHandle {
+    fn lock(&self) -> MutexGuard<'_, Module> {
+        // `core` catches panics; the module stays consistent enough to report errors.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A desc as plain data: (name, shape, dtype name, layout).
+type Desc = (String, Vec<usize>, String, Option<String>);
+
+fn to_desc(d: &DataDesc) -> Desc {
+    (
+        d.name.clone(),
+        d.shape.clone(),
+        d.dtype.name().to_string(),
+        d.layout.clone(),
+    )
+}
+
+fn from_descs(ds: Vec<Desc>) -> PyResult<Vec<DataDesc>> {
+    ds.into_iter()
+        .map(|(name, shape, dtype, layout)| {
+            let dt = DType::parse(&dtype).map_err(to_py)?;
+            Ok(DataDesc {
+                name,
+                shape,
+                dtype: dt,
+                layout,
+            })
+        })
+        .collect()
+}
+
+fn handles(v: Vec<NDArray>) -> Vec<Handle> {
+    v.into_iter().map(|inner| Handle { inner }).collect()
+}
+
+fn arrays(v: &[PyRef<'_, Handle>]) -> Vec<NDArray> {
+    v.iter().map(|a| a.inner.clone()).collect()
+}
+
+fn param_map(m: Option<HashMap<String, PyRef<'_, Handle>>>) -> Option<BTreeMap<String, NDArray>> {
+    m.map(|m| m.into_iter().map(|(k, v)| (k, v.inner.clone())).collect())
+}
+
+fn module_opts(
+    data_names: Vec<String>,
+    label_names: Vec<String>,
+    contexts: Vec<(i32, i32)>,
+    workload_list: Option<Vec<f64>>,
+    fixed_param_names: Vec<String>,
+) -> ModuleOptions {
+    ModuleOptions {
+        data_names,
+        label_names,
+        contexts: contexts
+            .into_iter()
+            .map(|(t, i)| Context {
+                dev_type: t,
+                dev_id: i,
+            })
+            .collect(),
+        workload_list,
+        fixed_param_names,
+    }
+}
+
+#[pyfunction]
+#[pyo3(signature = (sym, data_names, label_names, contexts, workload_list, fixed_param_names))]
+fn mod_new(
+    py: Python<'_>,
+    sym: &SymHandle,
+    data_names: Vec<String>,
+    label_names: Vec<String>,
+    contexts: Vec<(i32, i32)>,
+    workload_list: Option<Vec<f64>>,
+    fixed_param_names: Vec<String>,
+) -> PyResult<ModuleHandle> {
+    let s = sym.inner.clone();
+    let o = module_opts(
+        data_names,
+        label_names,
+        contexts,
+        workload_list,
+        fixed_param_names,
+    );
+    let m = core(py, "module", move || Module::new(s, o))?;
+    Ok(ModuleHandle {
+        inner: Mutex::new(m),
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (prefix, epoch, data_names, label_names, contexts, workload_list, fixed_param_names))]
+#[allow(clippy::too_many_arguments)]
+fn mod_load(
+    py: Python<'_>,
+    prefix: String,
+    epoch: usize,
+    data_names: Vec<String>,
+    label_names: Vec<String>,
+    contexts: Vec<(i32, i32)>,
+    workload_list: Option<Vec<f64>>,
+    fixed_param_names: Vec<String>,
+) -> PyResult<ModuleHandle> {
+    let o = module_opts(
+        data_names,
+        label_names,
+        contexts,
+        workload_list,
+        fixed_param_names,
+    );
+    let m = core(py, "module.load_checkpoint", move || {
+        Module::load(&prefix, epoch, o)
+    })?;
+    Ok(ModuleHandle {
+        inner: Mutex::new(m),
+    })
+}
+
+/// (data_names, label_names, output_names, param_names, aux_names).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn mod_names(
+    h: &ModuleHandle,
+) -> (
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+    Vec<String>,
+) {
+    let m = h.lock();
+    (
+        m.data_names().to_vec(),
+        m.label_names().to_vec(),
+        m.output_names().to_vec(),
+        m.param_names().to_vec(),
+        m.aux_names().to_vec(),
+    )
+}
+
+/// (binded, params_initialized, optimizer_initialized, for_training).
+#[pyfunction]
+fn mod_state(h: &ModuleHandle) -> (bool, bool, bool, bool) {
+    let m = h.lock();
+    (
+        m.binded(),
+        m.params_initialized(),
+        m.optimizer_initialized(),
+        m.for_training(),
+    )
+}
+
+#[pyfunction]
+fn mod_symbol(h: &ModuleHandle) -> SymHandle {
+    SymHandle {
+        inner: h.lock().symbol().clone(),
+    }
+}
+
+#[pyfunction]
+fn mod_contexts(h: &ModuleHandle) -> Vec<(i32, i32)> {
+    h.lock()
+        .contexts()
+        .iter()
+        .map(|c| (c.dev_type, c.dev_id))
+        .collect()
+}
+
+#[pyfunction]
+fn mod_take_warnings(h: &ModuleHandle) -> Vec<String> {
+    h.lock().take_warnings()
+}
+
+/// (data descs, label descs, output (name, shape) pairs).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn mod_shapes(
+    py: Python<'_>,
+    h: &ModuleHandle,
+) -> PyResult<(Vec<Desc>, Vec<Desc>, Vec<(String, Vec<usize>)>)> {
+    core(py, "module.data_shapes", || {
+        let m = h.lock();
+        Ok((
+            m.data_shapes()?.iter().map(to_desc).collect(),
+            m.label_shapes()?.iter().map(to_desc).collect(),
+            m.output_shapes()?,
+        ))
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (h, data_shapes, label_shapes, for_training, inputs_need_grad, force_rebind, grad_req))]
+#[allow(clippy::too_many_arguments)]
+fn mod_bind(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    data_shapes: Vec<Desc>,
+    label_shapes: Vec<Desc>,
+    for_training: bool,
+    inputs_need_grad: bool,
+    force_rebind: bool,
+    grad_req: HashMap<String, String>,
+) -> PyResult<()> {
+    let data_shapes = from_descs(data_shapes)?;
+    let label_shapes = from_descs(label_shapes)?;
+    let grad_req = match grad_req.get("") {
+        Some(r) => GradReqSpec::All(GradReq::parse(r).map_err(to_py)?),
+        None => GradReqSpec::ByName(
+            grad_req
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), GradReq::parse(v)?)))
+                .collect::<mxfn_core::Result<_>>()
+                .map_err(to_py)?,
+        ),
+    };
+    core(py, "module.bind", || {
+        h.lock().bind(BindOptions {
+            data_shapes,
+            label_shapes,
+            for_training,
+            inputs_need_grad,
+            force_rebind,
+            grad_req,
+        })
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (h, init_spec, arg_params, aux_params, allow_missing, force_init, allow_extra, set))]
+#[allow(clippy::too_many_arguments)]
+fn mod_init_params(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    init_spec: Option<String>,
+    arg_params: Option<HashMap<String, PyRef<'_, Handle>>>,
+    aux_params: Option<HashMap<String, PyRef<'_, Handle>>>,
+    allow_missing: bool,
+    force_init: bool,
+    allow_extra: bool,
+    set: bool,
+) -> PyResult<()> {
+    let arg_params = param_map(arg_params);
+    let aux_params = param_map(aux_params);
+    let call = if set {
+        "module.set_params"
+    } else {
+        "module.init_params"
+    };
+    core(py, call, || {
+        let initializer = match init_spec {
+            Some(s) => Some(Initializer::from_json(&s)?),
+            None => None,
+        };
+        let o = InitOptions {
+            initializer,
+            arg_params,
+            aux_params,
+            allow_missing,
+            force_init,
+            allow_extra,
+        };
+        let mut m = h.lock();
+        if set {
+            m.set_params(o)
+        } else {
+            m.init_params(o)
+        }
+    })
+}
+
+/// (arg params, aux params) as (name, array) lists in the module's order.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn mod_get_params(
+    py: Python<'_>,
+    h: &ModuleHandle,
+) -> PyResult<(Vec<(String, Handle)>, Vec<(String, Handle)>)> {
+    core(py, "module.get_params", || {
+        let m = h.lock();
+        let (mut a, mut x) = m.get_params()?;
+        let args = m
+            .param_names()
+            .iter()
+            .filter_map(|n| a.remove(n).map(|v| (n.clone(), Handle { inner: v })))
+            .collect();
+        let aux = m
+            .aux_names()
+            .iter()
+            .filter_map(|n| x.remove(n).map(|v| (n.clone(), Handle { inner: v })))
+            .collect();
+        Ok((args, aux))
+    })
+}
+
+#[pyfunction]
+fn mod_init_optimizer(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    opt: &OptHandle,
+    reset_optimizer: bool,
+    force_init: bool,
+) -> PyResult<()> {
+    let o = opt.inner.clone();
+    core(py, "module.init_optimizer", || {
+        h.lock().init_optimizer(
+            o,
+            OptimizerInit {
+                reset_optimizer,
+                force_init,
+            },
+        )
+    })
+}
+
+#[pyfunction]
+fn mod_optimizer(h: &ModuleHandle) -> Option<OptHandle> {
+    h.lock().optimizer().map(|inner| OptHandle { inner })
+}
+
+#[pyfunction]
+fn mod_borrow_optimizer(py: Python<'_>, h: &ModuleHandle, other: &ModuleHandle) -> PyResult<()> {
+    if std::ptr::eq(h, other) {
+        return Ok(());
+    }
+    core(py, "module.borrow_optimizer", || {
+        let o = other.lock();
+        h.lock().borrow_optimizer(&o)
+    })
+}
+
+#[pyfunction]
+#[pyo3(signature = (h, data, label, pad, is_train))]
+fn mod_forward(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    data: Vec<PyRef<'_, Handle>>,
+    label: Vec<PyRef<'_, Handle>>,
+    pad: usize,
+    is_train: Option<bool>,
+) -> PyResult<()> {
+    let batch = DataBatch {
+        data: arrays(&data),
+        label: arrays(&label),
+        pad,
+        ..Default::default()
+    };
+    core(py, "module.forward", || h.lock().forward(&batch, is_train))
+}
+
+#[pyfunction]
+fn mod_backward(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    out_grads: Vec<PyRef<'_, Handle>>,
+) -> PyResult<()> {
+    let g = arrays(&out_grads);
+    core(py, "module.backward", || h.lock().backward(&g))
+}
+
+#[pyfunction]
+fn mod_update(py: Python<'_>, h: &ModuleHandle) -> PyResult<()> {
+    core(py, "module.update", || h.lock().update())
+}
+
+/// Per output, per device.
+#[pyfunction]
+fn mod_outputs(py: Python<'_>, h: &ModuleHandle, merged: bool) -> PyResult<Vec<Vec<Handle>>> {
+    core(py, "module.outputs", || {
+        let m = h.lock();
+        Ok(if merged {
+            vec![handles(m.outputs_merged()?)]
+        } else {
+            m.outputs()?.into_iter().map(handles).collect()
+        })
+    })
+}
+
+#[pyfunction]
+fn mod_input_grads(py: Python<'_>, h: &ModuleHandle, merged: bool) -> PyResult<Vec<Vec<Handle>>> {
+    core(py, "module.input_grads", || {
+        let m = h.lock();
+        Ok(if merged {
+            vec![handles(m.input_grads_merged()?)]
+        } else {
+            m.input_grads()?.into_iter().map(handles).collect()
+        })
+    })
+}
+
+#[pyfunction]
+fn mod_grad_arrays(py: Python<'_>, h: &ModuleHandle) -> PyResult<Vec<Vec<Handle>>> {
+    core(py, "module.grad_arrays", || {
+        Ok(h.lock().grad_arrays()?.into_iter().map(handles).collect())
+    })
+}
+
+#[pyfunction]
+fn mod_reshape(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    data_shapes: Vec<Desc>,
+    label_shapes: Vec<Desc>,
+) -> PyResult<()> {
+    let d = from_descs(data_shapes)?;
+    let l = from_descs(label_shapes)?;
+    core(py, "module.reshape", || h.lock().reshape(d, l))
+}
+
+#[pyfunction]
+fn mod_save_checkpoint(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    prefix: String,
+    epoch: usize,
+) -> PyResult<()> {
+    core(py, "module.save_checkpoint", || {
+        h.lock().save_checkpoint(&prefix, epoch)
+    })
+}
+
+#[pyfunction]
+fn mod_load_params(py: Python<'_>, h: &ModuleHandle, path: std::path::PathBuf) -> PyResult<()> {
+    core(py, "module.load_params", || h.lock().load_params(&path))
+}
+
+#[pyfunction]
+fn mod_save_params(py: Python<'_>, h: &ModuleHandle, path: std::path::PathBuf) -> PyResult<()> {
+    core(py, "module.save_params", || h.lock().save_params(&path))
+}
+
+/// The optimizer states as {index: state} (None / NDArray handle / tuples, MXNet's shapes).
+#[pyfunction]
+fn mod_get_states(py: Python<'_>, h: &ModuleHandle) -> PyResult<Vec<(usize, PyObject)>> {
+    let st = core(py, "module.save_optimizer_states", || {
+        h.lock().optimizer_states()
+    })?;
+    st.into_iter()
+        .map(|(k, s)| Ok((k, state_to_py(py, s)?)))
+        .collect()
+}
+
+#[pyfunction]
+fn mod_set_states(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    states: Vec<(usize, Bound<'_, PyAny>)>,
+) -> PyResult<()> {
+    let mut st: OptStates = BTreeMap::new();
+    for (k, v) in states {
+        st.insert(k, state_from_py(&v)?);
+    }
+    core(py, "module.load_optimizer_states", || {
+        h.lock().set_optimizer_states(st)
+    })
+}
+
+/// Installs `f(name, array_handle)` as the monitor of every executor (None removes it).
+#[pyfunction]
+#[pyo3(signature = (h, f))]
+fn mod_set_monitor(h: &ModuleHandle, f: Option<PyObject>) {
+    let factory = f.map(|f| {
+        let f = std::sync::Arc::new(f);
+        std::sync::Arc::new(move || {
+            let f = f.clone();
+            Box::new(move |name: &str, arr: &NDArray| {
+                Python::with_gil(|py| {
+                    // A failing monitor must not abort the pass (as in the executor binding).
+                    if let Err(e) = f.call1(py, (name, Handle { inner: arr.clone() })) {
+                        e.write_unraisable(py, None);
+                    }
+                })
+            }) as mxfn_core::executor::Monitor
+        }) as mxfn_core::module::MonitorFactory
+    });
+    h.lock().install_monitor(factory);
+}
+
+/// The batch slices `(begin, end)` of the devices.
+#[pyfunction]
+fn mod_slices(h: &ModuleHandle) -> Vec<(usize, usize)> {
+    h.lock().slices().to_vec()
+}
+
+/// Registers the module functions on `mxfn._native`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ModuleHandle>()?;
+    m.add_function(wrap_pyfunction!(mod_new, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_load, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_names, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_state, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_symbol, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_contexts, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_take_warnings, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_shapes, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_bind, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_init_params, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_get_params, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_init_optimizer, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_optimizer, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_borrow_optimizer, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_forward, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_update, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_outputs, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_input_grads, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_grad_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_reshape, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_save_checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_load_params, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_save_params, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_get_states, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_set_states, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_slices, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_set_monitor, m)?)?;
+    Ok(())
+}
