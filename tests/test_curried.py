@@ -40,11 +40,9 @@ def test_has_every_name_the_module_namespace_has_and_no_extras():
     public = {n for n in dir(c) if n in SPEC_NAMES}
     assert public == available
     assert set(c.__all__) == available
-    missing = sorted(SPEC_NAMES - available)
-    if m is not None and all(hasattr(m, n) for n in ("bind", "init_params", "forward")):
-        # once mxfn.module has landed, curried must cover the whole SPEC table
-        if missing:
-            pytest.xfail(f"mxfn.module does not have {missing} yet; curried will once it does")
+    # mxfn.module has landed (bucketing_module included): curried covers the whole SPEC table
+    assert m is not None
+    assert sorted(SPEC_NAMES - available) == []
 
 
 def test_module_last_moves_the_module_to_the_end():

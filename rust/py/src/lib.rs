@@ -1,6 +1,7 @@
 //! mxfn._native: thin PyO3 bindings of mxfn-core. Each function converts its arguments,
 //! enters the core through `error::core` (GIL released, panics caught) and converts back.
 
+mod bucketing;
 mod convert;
 mod error;
 mod init;
@@ -24,5 +25,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     sym::register(m)?;
     module::register(m)?;
+    bucketing::register(m)?;
     Ok(())
 }

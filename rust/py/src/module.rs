@@ -24,7 +24,7 @@ pub struct ModuleHandle {
 }
 
 impl ModuleHandle {
-    fn lock(&self) -> MutexGuard<'_, Module> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Module> {
         // `core` catches panics; the module stays consistent enough to report errors.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -32,6 +32,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+pub mod bucketing;
+
 /// Options of [`Module::new`].
 #[derive(Clone, Debug)]
 pub struct ModuleOptions {
@@ -999,12 +1001,15 @@ impl Module {
             return Err(lifecycle("backward", "forward"));
         }
         let mut per_dev: Vec<Vec<NDArray>> = vec![vec![]; self.execs.len()];
-        for g in out_grads {
+        let axes = self.output_batch_axes();
+        for (i, g) in out_grads.iter().enumerate() {
+            let axis = axes.get(i).copied().unwrap_or(Some(0));
             for (k, &(b, e)) in self.slices.iter().enumerate() {
-                let s = if self.execs.len() == 1 {
-                    g.clone()
-                } else {
-                    g.slice_axis(0, b as isize, Some(e as isize))?
+                let s = match axis {
+                    Some(ax) if self.execs.len() > 1 => {
+                        g.slice_axis(ax as isize, b as isize, Some(e as isize))?
+                    }
+                    _ => g.clone(),
                 };
                 per_dev[k].push(s);
             }
@@ -1088,9 +1093,16 @@ impl Module {
             let ls: Vec<NDArray> = if self.execs.len() == 1 {
                 labels.to_vec()
             } else {
+                // Sliced along each label's batch axis (its desc's layout), as MXNet does.
                 labels
                     .iter()
-                    .map(|l| l.slice_axis(0, b as isize, Some(e as isize)))
+                    .enumerate()
+                    .map(|(i, l)| {
+                        match self.label_shapes.get(i).map_or(Some(0), |d| d.batch_axis()) {
+                            Some(ax) => l.slice_axis(ax as isize, b as isize, Some(e as isize)),
+                            None => Ok(l.clone()),
+                        }
+                    })
                     .collect::<Result<_>>()?
             };
             metric.update(&ls, exe.outputs())?;
@@ -1137,9 +1149,15 @@ impl Module {
             .collect())
     }
 
-    /// Outputs concatenated over the devices along the batch axis (0).
+    /// Outputs concatenated over the devices along each output's batch axis (where the
+    /// `__layout__` attribute of its node has `N`; axis 0 without one).
     pub fn outputs_merged(&self) -> Result<Vec<NDArray>> {
-        self.outputs()?.into_iter().map(|v| merge(&v)).collect()
+        let axes = self.output_batch_axes();
+        self.outputs()?
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| merge_along(&v, axes.get(i).copied().unwrap_or(Some(0))))
+            .collect()
     }
 
     /// Gradients of the data inputs per input (in `data_names` order), per device.
@@ -1163,9 +1181,14 @@ impl Module {
             .collect()
     }
 
-    /// Input gradients merged over the devices.
+    /// Input gradients merged over the devices (along each data input's batch axis).
     pub fn input_grads_merged(&self) -> Result<Vec<NDArray>> {
-        self.input_grads()?.into_iter().map(|v| merge(&v)).collect()
+        let axes: Vec<Option<usize>> = self.data_shapes.iter().map(|d| d.batch_axis()).collect();
+        self.input_grads()?
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| merge_along(&v, axes.get(i).copied().unwrap_or(Some(0))))
+            .collect()
     }
 
     /// Gradient arrays per parameter (in `param_names` order), per device; fixed params give
@@ -1288,9 +1311,17 @@ fn slice_batch(a: &NDArray, d: &DataDesc, b: usize, e: usize) -> Result<NDArray>
 }
 
 fn merge(v: &[NDArray]) -> Result<NDArray> {
-    match v {
-        [one] => Ok(one.clone()),
-        _ => NDArray::concat(v, 0),
+    merge_along(v, Some(0))
+}
+
+/// MXNet's `_merge_multi_context`: the per-device arrays concatenated along `axis`; without
+/// a batch axis (`None`) every device holds the whole array and the first one is it.
+fn merge_along(v: &[NDArray], axis: Option<usize>) -> Result<NDArray> {
+    match (v, axis) {
+        ([one], _) => Ok(one.clone()),
+        ([first, ..], None) => Ok(first.clone()),
+        (_, Some(ax)) => NDArray::concat(v, ax as isize),
+        ([], None) => Err(Error::Msg("internal: merging no arrays".into())),
     }
 }
 
@@ -1329,4 +1360,349 @@ pub fn load_params_file(
         }
     }
     Ok((args, aux))
+}
+
+// -- fit / score / predict ------------------------------------------------------------------
+
+/// What a batch-end callback of [`Module::fit`] sees: the epoch, the 0-based batch number and
+/// the training metric so far.
+#[derive(Debug)]
+pub struct BatchEndParam<'a> {
+    /// The epoch being trained.
+    pub epoch: usize,
+    /// The batch just run (0-based).
+    pub nbatch: usize,
+    /// The training metric, accumulated since the start of the epoch.
+    pub eval_metric: &'a EvalMetric,
+}
+
+/// Called after every training batch of [`Module::fit`].
+pub type BatchEndCallback = Box<dyn FnMut(&BatchEndParam<'_>) + Send>;
+
+/// Called at the end of every epoch of [`Module::fit`] (after the evaluation) with the
+/// epoch's record and the module (e.g. to save a checkpoint).
+pub type EpochEndCallback = Box<dyn FnMut(&EpochRecord, &Module) -> Result<()> + Send>;
+
+/// One epoch of [`Module::fit`]: the training metric (global values over the epoch), the
+/// validation metric (empty without `eval` data) and the wall time of the training part.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochRecord {
+    /// The epoch number.
+    pub epoch: usize,
+    /// `[(name, value)]` of the training metric.
+    pub train: Vec<(String, f64)>,
+    /// `[(name, value)]` of the validation metric (empty without evaluation data).
+    pub validation: Vec<(String, f64)>,
+    /// Seconds spent training the epoch (MXNet's `Time cost`).
+    pub seconds: f64,
+}
+
+/// Options of [`Module::fit`] (MXNet's `fit` keywords; defaults are MXNet's).
+pub struct FitOptions {
+    /// Train until this epoch number, exclusive (default 1).
+    pub num_epoch: usize,
+    /// The first epoch number (default 0).
+    pub begin_epoch: usize,
+    /// The training metric (default accuracy).
+    pub eval_metric: EvalMetric,
+    /// The validation metric (default: a fresh copy of `eval_metric`).
+    pub validation_metric: Option<EvalMetric>,
+    /// The optimizer (default SGD with learning rate 0.01); the module sets its
+    /// `rescale_grad` to 1 / batch size (see `reset_optimizer`).
+    pub optimizer: Option<Optimizer>,
+    /// Set the optimizer's `rescale_grad` and index→name map at `init_optimizer` (default true).
+    pub reset_optimizer: bool,
+    /// The initializer of the parameters (default `uniform(0.01)`).
+    pub initializer: Option<Initializer>,
+    /// Given argument parameters (the rest are initialised when `allow_missing`).
+    pub arg_params: Option<BTreeMap<String, NDArray>>,
+    /// Given auxiliary states.
+    pub aux_params: Option<BTreeMap<String, NDArray>>,
+    /// Parameters missing from `arg_params` / `aux_params` are initialised.
+    pub allow_missing: bool,
+    /// Rebind a bound module.
+    pub force_rebind: bool,
+    /// Re-initialise the parameters of an initialised module.
+    pub force_init: bool,
+    /// Called after every training batch.
+    pub batch_end_callback: Option<BatchEndCallback>,
+    /// Called after every epoch (after evaluation) with its record.
+    pub epoch_end_callback: Option<EpochEndCallback>,
+}
+
+impl Default for FitOptions {
+    fn default() -> Self {
+        FitOptions {
+            num_epoch: 1,
+            begin_epoch: 0,
+            eval_metric: EvalMetric::accuracy(1),
+            validation_metric: None,
+            optimizer: None,
+            reset_optimizer: true,
+            initializer: None,
+            arg_params: None,
+            aux_params: None,
+            allow_missing: false,
+            force_rebind: false,
+            force_init: false,
+            batch_end_callback: None,
+            epoch_end_callback: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for FitOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FitOptions")
+            .field("num_epoch", &self.num_epoch)
+            .field("begin_epoch", &self.begin_epoch)
+            .field("eval_metric", &self.eval_metric)
+            .field("validation_metric", &self.validation_metric)
+            .field("optimizer", &self.optimizer)
+            .field("reset_optimizer", &self.reset_optimizer)
+            .field("initializer", &self.initializer)
+            .field("allow_missing", &self.allow_missing)
+            .field("force_rebind", &self.force_rebind)
+            .field("force_init", &self.force_init)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The first `n - pad` samples (axis 0) of every array.
+fn unpad(arrays: Vec<NDArray>, pad: usize) -> Result<Vec<NDArray>> {
+    if pad == 0 {
+        return Ok(arrays);
+    }
+    arrays
+        .into_iter()
+        .map(|a| {
+            let n = a.shape().first().copied().unwrap_or(0);
+            a.slice_axis(0, 0, Some(n.saturating_sub(pad) as isize))
+        })
+        .collect()
+}
+
+impl Module {
+    /// The batch axis of every output (MXNet's `output_layouts`): where the `__layout__`
+    /// attribute of the output's node has `N`; 0 without the attribute; `None` for a layout
+    /// without `N` (every device computes the whole output).
+    pub fn output_batch_axes(&self) -> Vec<Option<usize>> {
+        self.symbol
+            .heads
+            .iter()
+            .map(|e| match e.node.attrs.get("__layout__") {
+                None => Some(0),
+                Some(l) => l.find('N'),
+            })
+            .collect()
+    }
+
+    /// Trains the module (MXNet's `Module.fit`): binds for training with the shapes of
+    /// `train` (nothing happens on a bound module unless `force_rebind`), initialises the
+    /// parameters and installs the optimizer (both left alone when already done, unless
+    /// `force_init`), then for every epoch in `begin_epoch..num_epoch`: resets `train` (epoch 0
+    /// included) and the metric, runs `forward_backward`, `update` and `update_metric` on every
+    /// batch, and with `eval` data scores it (reset first) with the validation metric.
+    /// With several contexts the averaged parameters are written back to every device after
+    /// each epoch, as MXNet does. Returns one [`EpochRecord`] per epoch run.
+    ///
+    /// ```
+    /// use mxfn_core::io::{DataIter, NDArrayIter, NDArrayIterOptions};
+    /// use mxfn_core::module::{FitOptions, Module, ModuleOptions};
+    /// use mxfn_core::optimizer::{create, Hyper, OptimizerOptions};
+    /// use mxfn_core::symbol::Symbol;
+    /// use mxfn_core::NDArray;
+    /// let fc = Symbol::create("FullyConnected", Some("fc"), &[("num_hidden", "2")],
+    ///                         vec![(None, Symbol::variable("data"))]).unwrap();
+    /// let net = Symbol::create("SoftmaxOutput", Some("softmax"), &[], vec![(None, fc)]).unwrap();
+    /// let x: Vec<f32> = (0..40).map(|i| if i % 4 < 2 { 1.0 } else { -1.0 } * (i % 2) as f32).collect();
+    /// let y: Vec<f32> = (0..20).map(|i| (i % 2) as f32).collect();
+    /// let opts = NDArrayIterOptions { batch_size: 5, ..Default::default() };
+    /// let mut train = NDArrayIter::new(
+    ///     vec![("data".into(), NDArray::from_f32(&[20, 2], x).unwrap())],
+    ///     vec![("softmax_label".into(), NDArray::from_f32(&[20], y).unwrap())], opts).unwrap();
+    /// let sgd = create("sgd", OptimizerOptions::default(), [("learning_rate", Hyper::Num(0.5))]).unwrap();
+    /// let mut m = Module::new(net, ModuleOptions::default()).unwrap();
+    /// let hist = m.fit(&mut train, None, FitOptions { num_epoch: 2, optimizer: Some(sgd), ..Default::default() }).unwrap();
+    /// assert_eq!(hist.len(), 2);
+    /// assert_eq!(hist[1].train[0].0, "accuracy");
+    /// let out = m.predict(&mut train, None).unwrap();
+    /// assert_eq!(out[0].shape(), &[20, 2]);
+    /// ```
+    pub fn fit(
+        &mut self,
+        train: &mut dyn crate::io::DataIter,
+        mut eval: Option<&mut dyn crate::io::DataIter>,
+        opts: FitOptions,
+    ) -> Result<Vec<EpochRecord>> {
+        let FitOptions {
+            num_epoch,
+            begin_epoch,
+            mut eval_metric,
+            validation_metric,
+            optimizer,
+            reset_optimizer,
+            initializer,
+            arg_params,
+            aux_params,
+            allow_missing,
+            force_rebind,
+            force_init,
+            mut batch_end_callback,
+            mut epoch_end_callback,
+        } = opts;
+        self.bind(BindOptions {
+            data_shapes: train.provide_data(),
+            label_shapes: train.provide_label(),
+            for_training: true,
+            force_rebind,
+            ..Default::default()
+        })?;
+        self.init_params(InitOptions {
+            initializer,
+            arg_params,
+            aux_params,
+            allow_missing,
+            force_init,
+            allow_extra: false,
+        })?;
+        let optimizer = match optimizer {
+            Some(o) => o,
+            None => crate::optimizer::create(
+                "sgd",
+                crate::optimizer::OptimizerOptions {
+                    learning_rate: Some(0.01),
+                    ..Default::default()
+                },
+                [] as [(&str, crate::optimizer::Hyper); 0],
+            )?,
+        };
+        self.init_optimizer(
+            Arc::new(Mutex::new(optimizer)),
+            OptimizerInit {
+                reset_optimizer,
+                force_init: false,
+            },
+        )?;
+        let mut validation_metric = validation_metric.unwrap_or_else(|| eval_metric.clone());
+        let mut records = Vec::new();
+        for epoch in begin_epoch..num_epoch {
+            let tic = std::time::Instant::now();
+            train.reset()?;
+            eval_metric.reset();
+            let mut nbatch = 0usize;
+            while let Some(batch) = train.next_batch()? {
+                self.forward_backward(&batch)?;
+                self.update()?;
+                self.update_metric(&mut eval_metric, &batch.label)?;
+                if let Some(cb) = batch_end_callback.as_mut() {
+                    cb(&BatchEndParam {
+                        epoch,
+                        nbatch,
+                        eval_metric: &eval_metric,
+                    });
+                }
+                nbatch += 1;
+            }
+            let train_values = eval_metric.get_global();
+            let seconds = tic.elapsed().as_secs_f64();
+            if self.execs.len() > 1 {
+                // MXNet syncs the averaged params (aux states included) back to every device.
+                let (a, x) = self.get_params()?;
+                self.set_params(InitOptions {
+                    arg_params: Some(a),
+                    aux_params: Some(x),
+                    force_init: true,
+                    ..Default::default()
+                })?;
+            }
+            let validation = match eval.as_deref_mut() {
+                Some(it) => self.score(it, &mut validation_metric, None)?,
+                None => vec![],
+            };
+            let record = EpochRecord {
+                epoch,
+                train: train_values,
+                validation,
+                seconds,
+            };
+            if let Some(cb) = epoch_end_callback.as_mut() {
+                cb(&record, self)?;
+            }
+            records.push(record);
+        }
+        Ok(records)
+    }
+
+    /// Evaluates `metric` (reset first) over `eval` (reset first), at most `num_batch`
+    /// batches (`None`: all), with `forward(is_train=false)`. Padded samples of a batch are
+    /// excluded from the metric. Returns the metric's `[(name, value)]`.
+    pub fn score(
+        &mut self,
+        eval: &mut dyn crate::io::DataIter,
+        metric: &mut EvalMetric,
+        num_batch: Option<usize>,
+    ) -> Result<Vec<(String, f64)>> {
+        self.need_params("score")?;
+        eval.reset()?;
+        metric.reset();
+        let mut n = 0usize;
+        while num_batch.is_none_or(|k| n < k) {
+            let Some(batch) = eval.next_batch()? else {
+                break;
+            };
+            self.forward(&batch, Some(false))?;
+            if batch.pad > 0 {
+                let outs = unpad(self.outputs_merged()?, batch.pad)?;
+                let labels = unpad(batch.label.clone(), batch.pad)?;
+                metric.update(&labels, &outs)?;
+            } else {
+                self.update_metric(metric, &batch.label)?;
+            }
+            n += 1;
+        }
+        Ok(metric.get())
+    }
+
+    /// The outputs of every batch of `eval` (reset first; at most `num_batch` batches, `None`:
+    /// all), merged over the devices, with the padded samples removed:
+    /// `[[out1_b1, out2_b1, …], [out1_b2, …], …]`.
+    pub fn predict_every_batch(
+        &mut self,
+        eval: &mut dyn crate::io::DataIter,
+        num_batch: Option<usize>,
+    ) -> Result<Vec<Vec<NDArray>>> {
+        self.need_params("predict")?;
+        eval.reset()?;
+        let mut out = Vec::new();
+        while num_batch.is_none_or(|k| out.len() < k) {
+            let Some(batch) = eval.next_batch()? else {
+                break;
+            };
+            self.forward(&batch, Some(false))?;
+            out.push(unpad(self.outputs_merged()?, batch.pad)?);
+        }
+        Ok(out)
+    }
+
+    /// The outputs over `eval` (reset first; at most `num_batch` batches, `None`: all): one
+    /// array per output, the batches concatenated along axis 0 with the padding removed
+    /// (`[]` when no batch ran).
+    pub fn predict(
+        &mut self,
+        eval: &mut dyn crate::io::DataIter,
+        num_batch: Option<usize>,
+    ) -> Result<Vec<NDArray>> {
+        let per_batch = self.predict_every_batch(eval, num_batch)?;
+        let Some(first) = per_batch.first() else {
+            return Ok(vec![]);
+        };
+        (0..first.len())
+            .map(|i| {
+                let parts: Vec<NDArray> =
+                    per_batch.iter().filter_map(|b| b.get(i).cloned()).collect();
+                merge(&parts)
+            })
+            .collect()
+    }
 }

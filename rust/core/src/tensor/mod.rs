@@ -630,7 +630,7 @@ impl NDArray {
             }).collect();
             let out = ndarray::concatenate(Axis(ax), &views)
                 .map_err(|e| Error::invalid("concat", "compatible shapes", e.to_string()))?;
-            Storable::wrap(out.into_shared())
+            Storable::wrap(standard(out.into_shared()))
         });
         Ok(NDArray {
             data,
@@ -756,6 +756,15 @@ mod tests {
         );
         assert_eq!(v(&m.at(-1).unwrap()), vec![3.0, 4.0, 5.0]);
         assert!(m.at(2).is_err());
+    }
+
+    #[test]
+    fn concat_along_inner_axes_is_row_major() {
+        let a = NDArray::from_vec(&[3, 1], vec![1i64, 2, 3]).unwrap();
+        let b = NDArray::from_vec(&[3, 1], vec![4i64, 5, 6]).unwrap();
+        let c = NDArray::concat(&[a, b], 1).unwrap();
+        assert!(c.typed::<i64>().unwrap().is_standard_layout());
+        assert_eq!(c.to_f64_vec(), vec![1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
     }
 
     #[test]

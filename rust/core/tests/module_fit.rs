@@ -1,0 +1,409 @@
+//! Module::fit / score / predict on small synthetic data.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
+
+use mxfn_core::initializer::Initializer;
+use mxfn_core::io::{DataIter, NDArrayIter, NDArrayIterOptions};
+use mxfn_core::metric::EvalMetric;
+use mxfn_core::module::{
+    BatchEndParam, EpochRecord, FitOptions, InitOptions, Module, ModuleOptions,
+};
+use mxfn_core::optimizer::{create, Hyper, OptimizerOptions};
+use mxfn_core::symbol::Symbol;
+use mxfn_core::{Context, Error, NDArray};
+use std::sync::{Arc, Mutex};
+
+fn mlp() -> Symbol {
+    let x = Symbol::variable("data");
+    let fc1 = Symbol::create(
+        "FullyConnected",
+        Some("fc1"),
+        &[("num_hidden", "16")],
+        vec![(None, x)],
+    )
+    .unwrap();
+    let a = Symbol::create(
+        "Activation",
+        Some("relu1"),
+        &[("act_type", "relu")],
+        vec![(None, fc1)],
+    )
+    .unwrap();
+    let fc2 = Symbol::create(
+        "FullyConnected",
+        Some("fc2"),
+        &[("num_hidden", "3")],
+        vec![(None, a)],
+    )
+    .unwrap();
+    Symbol::create("SoftmaxOutput", Some("softmax"), &[], vec![(None, fc2)]).unwrap()
+}
+
+/// A separable 3-class problem: class = argmax of the first three of 5 features.
+fn problem(n: usize, seed: u64) -> (NDArray, NDArray) {
+    let mut x = Vec::with_capacity(n * 5);
+    let mut y = Vec::with_capacity(n);
+    let mut s = seed;
+    for _ in 0..n {
+        let mut row = [0f32; 5];
+        for v in &mut row {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            *v = ((s >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0;
+        }
+        let c = (0..3).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
+        x.extend_from_slice(&row);
+        y.push(c as f32);
+    }
+    (
+        NDArray::from_vec(&[n, 5], x).unwrap(),
+        NDArray::from_vec(&[n], y).unwrap(),
+    )
+}
+
+fn iter(x: &NDArray, y: &NDArray, batch_size: usize, shuffle: bool) -> NDArrayIter {
+    NDArrayIter::new(
+        vec![("data".into(), x.clone())],
+        vec![("softmax_label".into(), y.clone())],
+        NDArrayIterOptions {
+            batch_size,
+            shuffle,
+            seed: Some(7),
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn sgd(lr: f64) -> mxfn_core::optimizer::Optimizer {
+    create(
+        "sgd",
+        OptimizerOptions::default(),
+        [
+            ("learning_rate", Hyper::Num(lr)),
+            ("momentum", Hyper::Num(0.9)),
+        ],
+    )
+    .unwrap()
+}
+
+fn module(contexts: Vec<Context>) -> Module {
+    Module::new(
+        mlp(),
+        ModuleOptions {
+            contexts,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn fit_opts(num_epoch: usize) -> FitOptions {
+    FitOptions {
+        num_epoch,
+        optimizer: Some(sgd(0.2)),
+        initializer: Some(Initializer::xavier_default()),
+        ..Default::default()
+    }
+}
+
+fn argmax_rows(p: &NDArray) -> Vec<usize> {
+    let k = p.shape()[1];
+    p.to_f64_vec()
+        .chunks(k)
+        .map(|r| (0..k).max_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap())
+        .collect()
+}
+
+#[test]
+fn fit_learns_and_records_every_epoch() {
+    mxfn_core::tensor::random::seed(1);
+    let (x, y) = problem(300, 1);
+    let (vx, vy) = problem(90, 2);
+    let mut train = iter(&x, &y, 30, true);
+    let mut val = iter(&vx, &vy, 30, false);
+    let mut m = module(vec![Context::cpu(0)]);
+    let batches = Arc::new(Mutex::new(Vec::new()));
+    let seen = batches.clone();
+    let epochs_seen = Arc::new(Mutex::new(Vec::new()));
+    let e2 = epochs_seen.clone();
+    let records = m
+        .fit(
+            &mut train,
+            Some(&mut val),
+            FitOptions {
+                batch_end_callback: Some(Box::new(move |p: &BatchEndParam<'_>| {
+                    seen.lock().unwrap().push((p.epoch, p.nbatch));
+                })),
+                epoch_end_callback: Some(Box::new(move |r: &EpochRecord, m: &Module| {
+                    assert!(m.params_initialized());
+                    e2.lock().unwrap().push(r.epoch);
+                    Ok(())
+                })),
+                ..fit_opts(8)
+            },
+        )
+        .unwrap();
+    assert_eq!(records.len(), 8);
+    assert_eq!(*epochs_seen.lock().unwrap(), (0..8).collect::<Vec<_>>());
+    let b = batches.lock().unwrap();
+    assert_eq!(
+        b.len(),
+        8 * 10,
+        "10 batches per epoch (train reset every epoch)"
+    );
+    assert_eq!(b[10], (1, 0));
+    for r in &records {
+        assert_eq!(r.train.len(), 1);
+        assert_eq!(r.train[0].0, "accuracy");
+        assert_eq!(r.validation[0].0, "accuracy");
+        assert!(r.seconds >= 0.0);
+    }
+    let first = records[0].train[0].1;
+    let last = records.last().unwrap();
+    assert!(last.train[0].1 > 0.9, "train accuracy {:?}", last.train);
+    assert!(last.train[0].1 >= first);
+    assert!(
+        last.validation[0].1 > 0.85,
+        "validation {:?}",
+        last.validation
+    );
+    // score gives what the last evaluation gave.
+    let s = m
+        .score(&mut val, &mut EvalMetric::accuracy(1), None)
+        .unwrap();
+    assert_eq!(s, last.validation);
+    // predict agrees with score.
+    let p = m.predict(&mut val, None).unwrap();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].shape(), &[90, 3]);
+    let labels = vy.to_f64_vec();
+    let right = argmax_rows(&p[0])
+        .iter()
+        .zip(&labels)
+        .filter(|(a, b)| **a as f64 == **b)
+        .count();
+    assert!((right as f64 / 90.0 - s[0].1).abs() < 1e-12);
+}
+
+#[test]
+fn begin_epoch_and_empty_range() {
+    let (x, y) = problem(40, 3);
+    let mut train = iter(&x, &y, 10, false);
+    let mut m = module(vec![Context::cpu(0)]);
+    let r = m
+        .fit(
+            &mut train,
+            None,
+            FitOptions {
+                begin_epoch: 2,
+                ..fit_opts(4)
+            },
+        )
+        .unwrap();
+    assert_eq!(r.iter().map(|e| e.epoch).collect::<Vec<_>>(), vec![2, 3]);
+    assert!(r[0].validation.is_empty());
+    // num_epoch <= begin_epoch: binds and initialises, trains nothing.
+    let mut fresh = module(vec![Context::cpu(0)]);
+    let r = fresh.fit(&mut train, None, fit_opts(0)).unwrap();
+    assert!(r.is_empty());
+    assert!(fresh.binded() && fresh.params_initialized() && fresh.optimizer_initialized());
+}
+
+#[test]
+fn fit_continues_from_the_current_params() {
+    // A second fit on a fitted module keeps training (no re-initialisation).
+    let (x, y) = problem(120, 4);
+    let mut train = iter(&x, &y, 20, false);
+    let mut m = module(vec![Context::cpu(0)]);
+    m.fit(&mut train, None, fit_opts(3)).unwrap();
+    let (before, _) = m.get_params().unwrap();
+    let score_before = m
+        .score(&mut train, &mut EvalMetric::accuracy(1), None)
+        .unwrap()[0]
+        .1;
+    let r = m.fit(&mut train, None, fit_opts(1)).unwrap();
+    assert_eq!(r.len(), 1);
+    assert!(
+        r[0].train[0].1 >= score_before - 0.1,
+        "{} vs {score_before}",
+        r[0].train[0].1
+    );
+    let (after, _) = m.get_params().unwrap();
+    assert_ne!(
+        before["fc1_weight"].to_f64_vec(),
+        after["fc1_weight"].to_f64_vec()
+    );
+}
+
+#[test]
+fn two_contexts_match_one() {
+    // Same data, same initial params, same optimizer: the update is the same whether the
+    // batch runs on one device or is split over two (gradients are summed).
+    let (x, y) = problem(64, 5);
+    let mut one = module(vec![Context::cpu(0)]);
+    let mut two = module(vec![Context::cpu(0), Context::cpu(1)]);
+    let mut params = None;
+    let mut results = vec![];
+    for m in [&mut one, &mut two] {
+        let mut train = iter(&x, &y, 16, false);
+        let opts = match &params {
+            None => fit_opts(2),
+            Some((a, x)) => FitOptions {
+                arg_params: Some(Clone::clone(a)),
+                aux_params: Some(Clone::clone(x)),
+                ..fit_opts(2)
+            },
+        };
+        if params.is_none() {
+            // Initialise first so both modules start from the same values.
+            m.bind(mxfn_core::module::BindOptions {
+                data_shapes: train.provide_data(),
+                label_shapes: train.provide_label(),
+                ..Default::default()
+            })
+            .unwrap();
+            m.init_params(InitOptions {
+                initializer: Some(Initializer::xavier_default()),
+                ..Default::default()
+            })
+            .unwrap();
+            params = Some(m.get_params().unwrap());
+        }
+        let r = m.fit(&mut train, None, opts).unwrap();
+        results.push((r, m.get_params().unwrap().0));
+    }
+    let (r1, p1) = &results[0];
+    let (r2, p2) = &results[1];
+    assert_eq!(r1[1].train[0].1, r2[1].train[0].1);
+    for (n, a) in p1 {
+        for (u, v) in a.to_f64_vec().iter().zip(p2[n].to_f64_vec()) {
+            assert!((u - v).abs() < 1e-5, "{n}: {u} vs {v}");
+        }
+    }
+}
+
+#[test]
+fn padding_is_removed_from_predict_and_score() {
+    // 25 samples in batches of 10: the last batch has 5 padding samples.
+    let (x, y) = problem(25, 6);
+    let mut it = iter(&x, &y, 10, false);
+    let mut m = module(vec![Context::cpu(0)]);
+    m.fit(&mut it, None, fit_opts(2)).unwrap();
+    let p = m.predict(&mut it, None).unwrap();
+    assert_eq!(p[0].shape(), &[25, 3]);
+    let every = m.predict_every_batch(&mut it, None).unwrap();
+    assert_eq!(
+        every.iter().map(|b| b[0].shape()[0]).collect::<Vec<_>>(),
+        vec![10, 10, 5]
+    );
+    let two = m.predict(&mut it, Some(2)).unwrap();
+    assert_eq!(two[0].shape(), &[20, 3]);
+    assert_eq!(two[0].to_f64_vec(), p[0].to_f64_vec()[..60].to_vec());
+    // score counts 25 samples, not 30.
+    let labels = y.to_f64_vec();
+    let right = argmax_rows(&p[0])
+        .iter()
+        .zip(&labels)
+        .filter(|(a, b)| **a as f64 == **b)
+        .count();
+    let s = m
+        .score(&mut it, &mut EvalMetric::accuracy(1), None)
+        .unwrap();
+    assert!((s[0].1 - right as f64 / 25.0).abs() < 1e-12);
+    let none = m.predict(&mut it, Some(0)).unwrap();
+    assert!(none.is_empty());
+}
+
+#[test]
+fn score_and_predict_before_init_fail_clearly() {
+    let (x, y) = problem(10, 7);
+    let mut it = iter(&x, &y, 5, false);
+    let mut m = module(vec![Context::cpu(0)]);
+    let e = m
+        .score(&mut it, &mut EvalMetric::accuracy(1), None)
+        .unwrap_err();
+    assert!(matches!(e, Error::Lifecycle { .. }), "{e}");
+    assert!(e.to_string().contains("bind"), "{e}");
+    let e = m.predict(&mut it, None).unwrap_err();
+    assert!(matches!(e, Error::Lifecycle { .. }), "{e}");
+}
+
+#[test]
+fn validation_metric_and_mse() {
+    let (x, y) = problem(40, 8);
+    let mut train = iter(&x, &y, 10, false);
+    let mut val = iter(&x, &y, 10, false);
+    let mut m = module(vec![Context::cpu(0)]);
+    let r = m
+        .fit(
+            &mut train,
+            Some(&mut val),
+            FitOptions {
+                validation_metric: Some(EvalMetric::composite(vec![
+                    EvalMetric::accuracy(1),
+                    EvalMetric::cross_entropy(1e-12),
+                ])),
+                ..fit_opts(1)
+            },
+        )
+        .unwrap();
+    let names: Vec<&str> = r[0].validation.iter().map(|p| p.0.as_str()).collect();
+    assert_eq!(names, vec!["accuracy", "cross-entropy"]);
+    assert_eq!(r[0].train.len(), 1);
+}
+
+#[test]
+fn tnc_layout_splits_and_merges_along_axis_1() {
+    // Clojure's test-module-layout: an output whose node carries __layout__ = TNC is split
+    // over the devices along axis 1 and merged back along it.
+    let act = Symbol::create(
+        "Activation",
+        Some("act"),
+        &[("act_type", "relu"), ("__layout__", "TNC")],
+        vec![(None, Symbol::variable("data"))],
+    )
+    .unwrap();
+    let mut m = Module::new(
+        act,
+        ModuleOptions {
+            label_names: vec![],
+            contexts: vec![Context::cpu(0), Context::cpu(1)],
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(m.output_batch_axes(), vec![Some(1)]);
+    m.bind(mxfn_core::module::BindOptions {
+        data_shapes: vec![mxfn_core::io::DataDesc::new("data", &[3, 8, 7]).with_layout("TNC")],
+        inputs_need_grad: true,
+        ..Default::default()
+    })
+    .unwrap();
+    m.init_params(InitOptions::default()).unwrap();
+    let x = NDArray::from_f32(&[3, 8, 7], (0..168).map(|i| i as f32 - 80.0).collect()).unwrap();
+    let batch = mxfn_core::io::DataBatch {
+        data: vec![x.clone()],
+        ..Default::default()
+    };
+    m.forward(&batch, None).unwrap();
+    for per in m.outputs().unwrap() {
+        for o in per {
+            assert_eq!(o.shape(), &[3, 4, 7]);
+        }
+    }
+    let merged = m.outputs_merged().unwrap();
+    assert_eq!(merged[0].shape(), &[3, 8, 7]);
+    let want: Vec<f64> = x.to_f64_vec().iter().map(|v| v.max(0.0)).collect();
+    assert_eq!(merged[0].to_f64_vec(), want);
+    m.backward(&[NDArray::ones(&[3, 8, 7], mxfn_core::DType::Float32)])
+        .unwrap();
+    let g = m.input_grads_merged().unwrap();
+    assert_eq!(g[0].shape(), &[3, 8, 7]);
+    let want: Vec<f64> = x
+        .to_f64_vec()
+        .iter()
+        .map(|v| if *v > 0.0 { 1.0 } else { 0.0 })
+        .collect();
+    assert_eq!(g[0].to_f64_vec(), want);
+}
