@@ -88,7 +88,7 @@ def main(which):
             emit("mlp-b100", len(xtr) / secs, "samples/s", val_acc=acc)
         params = m.get_params(mod)
         if "predict-b1000" in which:
-            pmod = m.module(mlp(), label_names=[])
+            pmod = m.module(mlp())
             m.bind(pmod, data_shapes=[("data", (1000, 784))], for_training=False)
             m.set_params(pmod, arg_params=params[0], aux_params=params[1])
             it = mx.io.ndarray_iter(xte, batch_size=1000)
@@ -99,7 +99,7 @@ def main(which):
                 best = min(best, time.perf_counter() - t)
             emit("predict-b1000", len(xte) / best, "samples/s")
         if "latency-b1" in which:
-            pmod = m.module(mlp(), label_names=[])
+            pmod = m.module(mlp())
             m.bind(pmod, data_shapes=[("data", (1, 784))], for_training=False)
             m.set_params(pmod, arg_params=params[0], aux_params=params[1])
             one = mx.io.data_batch(data=[mx.nd.array(xte[:1])])
