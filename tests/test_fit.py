@@ -465,3 +465,28 @@ def test_real_multi_context_fit_predict_score():
     assert names == ["accuracy", "cross-entropy"]
     acc = dict(_fit.score(mod, eval_data=_iter(seed=1), eval_metric="acc"))["accuracy"]
     assert acc == pytest.approx(float(np.mean(np.argmax(out.asnumpy(), axis=1) == y)))
+
+
+def test_fit_shows_progress_bar_and_speedometer_lines(caplog):
+    """Issue 5's acceptance: a real fit run draws the tqdm bar and logs speedometer lines."""
+    import io as _io
+    import logging
+
+    import mxfn as mx
+    from mxfn import module as m
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 8)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.float32)
+    it = mx.io.ndarray_iter(x, label=y, batch_size=20)
+    net = mx.sym.softmax_output(mx.sym.fully_connected(mx.sym.variable("data"), num_hidden=2, name="fc"),
+                                name="softmax")
+    out = _io.StringIO()
+    with caplog.at_level(logging.INFO, logger="mxfn"):
+        m.fit(m.module(net), it, num_epoch=2,
+              batch_end_callback=[mx.callback.speedometer(20, 5),
+                                  mx.callback.progress_bar(total=10, file=out, mininterval=0.0)])
+    speed = [r.getMessage() for r in caplog.records if "Speed:" in r.getMessage()]
+    assert speed and speed[0].startswith("Epoch[0] Batch [5]\tSpeed: ") and "samples/sec\taccuracy=" in speed[0]
+    bar = out.getvalue()
+    assert "Epoch[0]" in bar and "Epoch[1]" in bar and "10/10" in bar and "batch/s" in bar
