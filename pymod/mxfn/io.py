@@ -9,6 +9,7 @@ starts the next one (reshuffling when the iterator shuffles).
 
 from __future__ import annotations
 
+import abc
 import logging
 import numbers
 import os
@@ -261,7 +262,7 @@ def batch_bucket_key(b):
 
 # -- iterators ------------------------------------------------------------------------------
 
-class DataIter:
+class DataIter(abc.ABC):
     """Base of mxfn's iterators. ``for b in it`` runs the rest of the epoch; the methods
     ``next``, ``has_next``, ``reset`` and the attributes ``provide_data``, ``provide_label``,
     ``batch_size``, ``default_bucket_key`` are what the ``mx.io`` functions use, so an object
@@ -276,11 +277,13 @@ class DataIter:
     def __next__(self):
         return self.next()
 
+    @abc.abstractmethod
     def next(self):
-        raise NotImplementedError
+        """The next batch (a DataBatch); StopIteration at the end of the epoch."""
 
+    @abc.abstractmethod
     def has_next(self) -> bool:
-        raise NotImplementedError
+        """Whether another batch is left in this epoch."""
 
     def reset(self):
         return self
