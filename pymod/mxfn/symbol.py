@@ -154,7 +154,7 @@ def _compose(op, name, hint, attrs, inputs):
 
 
 def variable(name, opts=None, /, **kw) -> Symbol:
-    """A placeholder variable (data, label or parameter).
+    """A variable: a named graph input (data, label or parameter).
 
     Options:
         shape (tuple, None): known shape (stored as ``__shape__``).
