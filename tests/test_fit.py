@@ -128,8 +128,11 @@ class FakeNS:
 
     @staticmethod
     def install_monitor(mod, mon):
-        # like mxfn.module: only the op outputs are hooked; fit adds params and gradients
+        # like mxfn.module: op outputs are hooked, and toc adds the params and their gradients
         mx.executor.set_monitor_callback(mod.exe, mon.stat_helper)
+        grads = lambda: mx.executor.grad_dict(mod.exe)  # noqa: E731
+        mon_ns.add_source(mon, ("module", id(mod)), lambda: [
+            *mod.params.items(), *((f"{n}_grad", grads()[n]) for n in sorted(mod.params))])
         return mod
 
     @staticmethod

@@ -18,28 +18,51 @@ def _tnc_relu():
 
 # -- test-model-dtype -----------------------------------------------------------------------
 
-def test_dtype_float32_two_contexts_tnc():
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_dtype_two_contexts_tnc(dtype):
+    # test_module.py's test_module_dtype: outputs and input gradients keep the data's dtype.
     dshape = (3, 8, 7)
     mod = m.module(_tnc_relu(), label_names=None, contexts=TWO)
-    m.bind(mod, data_shapes=[mx.io.data_desc("data", dshape, dtype="float32", layout="TNC")])
+    m.bind(mod, data_shapes=[mx.io.data_desc("data", dshape, dtype=dtype, layout="TNC")],
+           inputs_need_grad=True)
     m.init_params(mod)
-    m.forward(mod, {"data": [mx.nd.ones(dshape, dtype="float32")]})
-    m.backward(mod, [mx.nd.ones(dshape, dtype="float32")])
+    x = np.random.RandomState(0).uniform(-1, 1, dshape).astype(dtype)
+    m.forward(mod, {"data": [mx.nd.array(x, dtype=dtype)]})
+    m.backward(mod, [mx.nd.ones(dshape, dtype=dtype)])
     outs = [o for per in m.outputs(mod) for o in per]
     assert len(outs) == 2
-    assert all(o.dtype == np.float32 for o in outs)
+    assert all(o.dtype == np.dtype(dtype) for o in outs)
+    # float64 computes at float32 precision (the ops' kernels are float32).
+    np.testing.assert_allclose(m.outputs_merged(mod)[0].asnumpy(), np.maximum(x, 0), rtol=1e-6)
+    (grad,) = m.input_grads_merged(mod)
+    assert grad.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(grad.asnumpy(), (x > 0).astype(dtype))
 
 
-def test_dtype_float64_raises_a_clear_error():
-    # mxfn's FullyConnected (like most ops) computes in float32 only: binding float64 data works
-    # (params get the data's dtype) but the forward pass names the dtype it needs.
-    net = sym.fully_connected(sym.variable("data"), num_hidden=4, name="fc")
-    mod = m.module(net, label_names=None)
-    m.bind(mod, data_shapes=[mx.io.data_desc("data", (5, 3), dtype="float64")])
-    m.init_params(mod)
-    assert m.arg_params(mod)["fc_weight"].dtype == np.float64
-    with pytest.raises(mx.MXFNError, match="float32.*float64"):
-        m.forward(mod, {"data": [np.ones((5, 3), np.float64)]})
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_dtype_params_follow_the_data_and_train(dtype):
+    # Params take the data's dtype (MXNet's type inference); ops and optimizer compute in
+    # float32 and write back in that dtype.
+    rng = np.random.RandomState(1)
+    x = rng.uniform(-1, 1, (20, 3)).astype(dtype)
+    y = (x[:, 0] > 0).astype(dtype)
+    net = sym.softmax_output(sym.fully_connected(sym.variable("data"), num_hidden=2, name="fc"),
+                             name="softmax")
+    mod = m.module(net, contexts=TWO)
+    m.bind(mod, data_shapes=[mx.io.data_desc("data", (20, 3), dtype=dtype)],
+           label_shapes=[mx.io.data_desc("softmax_label", (20,), dtype=dtype)])
+    m.init_params(mod, initializer=mx.initializer.xavier())
+    m.init_optimizer(mod, optimizer_params={"learning_rate": 0.5})
+    assert m.arg_params(mod)["fc_weight"].dtype == np.dtype(dtype)
+    batch = {"data": [mx.nd.array(x, dtype=dtype)], "label": [mx.nd.array(y, dtype=dtype)]}
+    for _ in range(30):
+        m.forward_backward(mod, batch)
+        m.update(mod)
+    assert all(a.dtype == np.dtype(dtype) for a in m.arg_params(mod).values())
+    m.forward(mod, batch, is_train=False)
+    (out,) = m.outputs_merged(mod)
+    assert out.dtype == np.dtype(dtype)
+    assert (out.asnumpy().argmax(axis=1) == y).mean() >= 0.9
 
 
 # -- test-module-input-grads ----------------------------------------------------------------
@@ -255,6 +278,9 @@ def test_monitor_sees_every_op_output():
     names = [name for _, name, _ in mx.monitor.toc(mon)]
     for node in ("fc_0", "act_0", "fc_1", "act_1", "softmax"):
         assert names.count(f"{node}_output") == 1, names
+    # Outside fit too, toc reports the params and their gradients (MXNet's arguments + grads).
+    for p in ("fc_0_weight", "fc_0_bias", "fc_1_weight", "fc_1_bias"):
+        assert names.count(p) == 1 and names.count(f"{p}_grad") == 1, names
     # The monitor stays installed across a rebind (new batch size).
     m.bind(mod, data_shapes=[("data", (2, 1, 1, 2))], label_shapes=[("softmax_label", (2, 1, 1, 2))],
            force_rebind=True)
@@ -336,3 +362,29 @@ def test_fit_score_predict_small_data():
     # num_batch limits both
     assert m.predict(mod, eval_data=val, num_batch=1)[0].shape == (20, 3)
     assert len(m.predict(mod, eval_data=val, merge_batches=False)) == 3
+
+
+def test_update_metric_cuts_labels_along_their_batch_axis():
+    # Two devices, batch axis 1 (TNC): each device's outputs meet the matching label slice.
+    dshape = (3, 8, 7)
+    net = sym.linear_regression_output(_tnc_relu(), sym.variable("lbl"), name="lro", attr={"__layout__": "TNC"})
+    mod = m.module(net, label_names=["lbl"], contexts=TWO)
+    m.bind(mod, data_shapes=[mx.io.data_desc("data", dshape, layout="TNC")],
+           label_shapes=[mx.io.data_desc("lbl", dshape, layout="TNC")])
+    m.init_params(mod)
+    x = np.random.RandomState(3).uniform(-1, 1, dshape).astype(np.float32)
+    y = np.maximum(x, 0)
+    m.forward(mod, {"data": [x], "label": [y]}, is_train=False)
+    native = mx.metric.mse()
+    m.update_metric(mod, native, [y])  # a built-in metric: the update runs in the core
+    assert mx.metric.get(native) == ("mse", 0.0)
+    seen = []
+
+    def max_err(label, pred):
+        seen.append(label.shape)
+        return float(np.abs(label - pred).max())
+
+    custom = mx.metric.custom_metric(max_err)
+    m.update_metric(mod, custom, [mx.nd.array(y)])
+    assert seen == [(3, 4, 7), (3, 4, 7)]
+    assert mx.metric.get(custom) == ("max_err", 0.0)

@@ -173,20 +173,22 @@ def test_counts_are_per_index_and_start_at_begin_num_update():
     assert opt.num_update(o) == 12
 
 
-def test_numpy_and_list_inputs_become_float32_but_ndarray_dtypes_are_checked():
+def test_numpy_and_list_inputs_become_float32_and_ndarray_dtypes_are_kept():
     o = opt.sgd(learning_rate=0.5)
     w, _ = opt.update(o, 0, np.array([1.0, 2.0]), [1, 1], None)  # float64 numpy, int list
     assert w.dtype == np.float32
     np.testing.assert_allclose(w.asnumpy(), [0.5, 1.5])
-    with pytest.raises(MXFNError, match="weight of index 0: expected a float32 array, got float64"):
-        opt.update(o, 0, nd.array([1.0], dtype="float64"), [1.0], None)
+    w64, _ = opt.update(o, 0, nd.array([1.0], dtype="float64"), [1.0], None)
+    assert w64.dtype == np.float64 and w64.asnumpy()[0] == 0.5
+    with pytest.raises(MXFNError, match="weight of index 0: expected a float16, float32 or float64 array, got int32"):
+        opt.update(o, 0, nd.array([1], dtype="int32"), [1.0], None)
     with pytest.raises(MXFNError, match="grad of index 0"):
         opt.update(o, 0, [1.0, 2.0], [1.0], None)
     with pytest.raises(MXFNError, match=r"state of index 3: expected the state create_state gives"):
         opt.update(opt.adam(), 3, [1.0], [1.0], None)
     with pytest.raises(MXFNError, match="index must be >= 0"):
         opt.update(o, -1, [1.0], [1.0], None)
-    assert opt.num_update(o) == 1  # failed updates count nothing
+    assert opt.num_update(o) == 2  # failed updates count nothing
 
 
 def test_multipliers_follow_mxnet_layering():

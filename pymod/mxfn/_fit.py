@@ -423,7 +423,6 @@ def fit(mod, train_data=None, opts=None, /, **kw):
     monitor = fp["monitor"]
     if monitor is not None:
         m.install_monitor(mod, monitor)
-        _watch_params(m, mod, monitor)
     m.init_params(mod, initializer=fp["initializer"], arg_params=fp["arg_params"], aux_params=fp["aux_params"],
                   allow_missing=fp["allow_missing"], force_init=fp["force_init"])
     opt_kw = {"kvstore": fp["kvstore"], "optimizer": fp["optimizer"]}
@@ -491,26 +490,6 @@ def fit(mod, train_data=None, opts=None, /, **kw):
                 _LOG.info("Epoch[%d] Validation-%s=%f", epoch, name, val)
                 _record(mod, f"validation-{name}", val)
     return mod
-
-
-def _watch_params(m, mod, monitor):
-    """Lets the monitor's ``toc`` report the module's params (``{name}``) and gradients
-    (``{name}_grad``, one entry per device): the module's executors live in the core, so
-    ``install_monitor`` only hooks the op outputs."""
-    from . import monitor as mon_ns
-    if not isinstance(monitor, mon_ns.Monitor):
-        return
-
-    def arrays():
-        args, aux = m.get_params(mod)
-        pairs = list(args.items()) + list(aux.items())
-        names = m.param_names(mod) if hasattr(m, "param_names") else []
-        grads = m.grad_arrays(mod) if hasattr(m, "grad_arrays") else []
-        for name, per_device in zip(names, grads):
-            pairs.extend((f"{name}_grad", g) for g in per_device)
-        return pairs
-
-    mon_ns.add_source(monitor, ("module", id(mod)), arrays)
 
 
 def _num_contexts(m, mod) -> int:

@@ -492,21 +492,19 @@ def update(mod) -> Module:
 
 
 def update_metric(mod, eval_metric, labels) -> Module:
-    """Accumulates ``eval_metric`` on the last outputs, device by device (``labels``: the
-    batch's label arrays)."""
+    """Accumulates ``eval_metric`` on the last outputs, device by device: ``labels`` (the
+    batch's label arrays) are cut into each device's slice along each label's batch axis (its
+    desc's layout; axis 0 without one), as MXNet does."""
     from . import metric
     mod = _mod("update_metric", mod)
     labels = [as_ndarray(x) for x in ([labels] if isinstance(labels, (NDArray, np.ndarray)) else (labels or []))]
+    handles = [x._h for x in labels]
+    if type(eval_metric) is metric.EvalMetric:  # built-in: the whole update runs in the core
+        _native.mod_update_metric(mod._h, eval_metric._h, handles)
+        return mod
     outs = outputs(mod)
-    slices = _native.mod_slices(mod._h)
-    for k, (b, e) in enumerate(slices):
-        preds = [o[k] for o in outs]
-        if len(slices) == 1:
-            ls = labels
-        else:
-            ls = [NDArray(_native.nd_slice_axis(x._h, 0, b, e)) if hasattr(_native, "nd_slice_axis")
-                  else as_ndarray(np.asarray(x)[b:e]) for x in labels]
-        metric.update(eval_metric, ls, preds)
+    for k, ls in enumerate(_native.mod_device_labels(mod._h, handles)):
+        metric.update(eval_metric, [NDArray(h) for h in ls], [o[k] for o in outs])
     return mod
 
 
@@ -555,18 +553,36 @@ def _install(mod, mon):
 def install_monitor(mod, monitor) -> Module:
     """Installs ``monitor`` (an ``mx.monitor`` value, or None to remove it) on every executor
     of the module, now and after later binds: between ``tic`` and ``toc`` it collects the op
-    outputs (``{node}_output``) of each forward. Arguments and gradients are not added by
-    ``toc`` for a module (its executors are not Python objects).
+    outputs (``{node}_output``) of each forward, and ``toc`` adds the module's parameters and
+    auxiliary states (``{name}``) and the gradients of every device (``{param}_grad``).
 
     Returns:
         The module.
     """
+    from . import monitor as mon_ns
     mod = _mod("install_monitor", mod)
     if monitor is not None and not hasattr(monitor, "stat_helper"):
         raise TypeError(f"module.install_monitor: expected an mx.monitor value, got {type(monitor).__name__}")
+    old = getattr(mod, "_monitor", None)
+    if old is not None and old is not monitor:
+        old.sources.pop(("module", id(mod)), None)
     mod._monitor = monitor
     _install(mod, monitor)
+    if monitor is not None:
+        mon_ns.add_source(monitor, ("module", id(mod)), lambda: _monitored_arrays(mod))
     return mod
+
+
+def _monitored_arrays(mod) -> list:
+    """What ``toc`` reports for a module: params, aux states, and per-device gradients."""
+    if not params_initialized(mod):
+        return []
+    args, aux = _native.mod_get_params(mod._h)
+    pairs = [(k, NDArray(h)) for k, h in [*args, *aux]]
+    if binded(mod):
+        for name, per_device in zip(param_names(mod), _native.mod_grad_arrays(mod._h)):
+            pairs.extend((f"{name}_grad", NDArray(h)) for h in per_device)
+    return pairs
 
 
 # -- checkpoints ---------------------------------------------------------------------------------

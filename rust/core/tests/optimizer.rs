@@ -540,10 +540,30 @@ fn update_is_copy_on_write_and_checks_before_counting() {
         e.contains("state of index 3") && e.contains("(array (2,), array (2,))"),
         "{e}"
     );
-    let f64w = NDArray::zeros(&[2], mxfn_core::DType::Float64);
-    assert!(opt.create_state(0, &f64w).is_err());
+    let intw = NDArray::zeros(&[2], mxfn_core::DType::Int32);
+    assert!(opt.create_state(0, &intw).is_err());
     assert_eq!(opt.num_update(), 1);
     assert_eq!(opt.update_count(3), Some(1));
+}
+
+#[test]
+fn float16_and_float64_weights_update_in_their_dtype() {
+    for dt in [mxfn_core::DType::Float16, mxfn_core::DType::Float64] {
+        let mut opt = Optimizer::new(
+            Rule::Sgd(Default::default()),
+            OptimizerOptions {
+                learning_rate: Some(0.5),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut w = NDArray::from_f64_slice(&[2], &[1.0, 2.0], dt).unwrap();
+        let g = NDArray::from_f64_slice(&[2], &[1.0, -1.0], dt).unwrap();
+        let mut st = opt.create_state(0, &w).unwrap();
+        opt.update(0, &mut w, &g, &mut st).unwrap();
+        assert_eq!(w.dtype(), dt);
+        assert_eq!(w.to_f64_vec(), vec![0.5, 2.5]);
+    }
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! `(name, shape, dtype, layout)` tuples.
 
 use crate::error::{core, to_py};
+use crate::metric::MetricHandle;
 use crate::nd::Handle;
 use crate::optim::{state_from_py, state_to_py, OptHandle};
 use crate::sym::SymHandle;
@@ -389,6 +390,37 @@ fn mod_update(py: Python<'_>, h: &ModuleHandle) -> PyResult<()> {
     core(py, "module.update", || h.lock().update())
 }
 
+/// Accumulates a built-in metric on the last outputs (labels sliced per device in the core).
+#[pyfunction]
+fn mod_update_metric(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    metric: &MetricHandle,
+    labels: Vec<PyRef<'_, Handle>>,
+) -> PyResult<()> {
+    let l = arrays(&labels);
+    core(py, "module.update_metric", || {
+        h.lock().update_metric(&mut metric.lock(), &l)
+    })
+}
+
+/// The batch's labels cut into each device's slice (per device, per label).
+#[pyfunction]
+fn mod_device_labels(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    labels: Vec<PyRef<'_, Handle>>,
+) -> PyResult<Vec<Vec<Handle>>> {
+    let l = arrays(&labels);
+    core(py, "module.update_metric", || {
+        Ok(h.lock()
+            .device_labels(&l)?
+            .into_iter()
+            .map(handles)
+            .collect())
+    })
+}
+
 /// Per output, per device.
 #[pyfunction]
 fn mod_outputs(py: Python<'_>, h: &ModuleHandle, merged: bool) -> PyResult<Vec<Vec<Handle>>> {
@@ -529,6 +561,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mod_backward, m)?)?;
     m.add_function(wrap_pyfunction!(mod_update, m)?)?;
     m.add_function(wrap_pyfunction!(mod_outputs, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_update_metric, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_device_labels, m)?)?;
     m.add_function(wrap_pyfunction!(mod_input_grads, m)?)?;
     m.add_function(wrap_pyfunction!(mod_grad_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(mod_reshape, m)?)?;

@@ -1088,12 +1088,22 @@ impl Module {
         if !self.forwarded {
             return Err(lifecycle("update_metric", "forward"));
         }
-        for (k, exe) in self.execs.iter().enumerate() {
-            let (b, e) = self.slices[k];
-            let ls: Vec<NDArray> = if self.execs.len() == 1 {
-                labels.to_vec()
-            } else {
-                // Sliced along each label's batch axis (its desc's layout), as MXNet does.
+        for (exe, ls) in self.execs.iter().zip(self.device_labels(labels)?) {
+            metric.update(&ls, exe.outputs())?;
+        }
+        Ok(())
+    }
+
+    /// The whole-batch `labels` cut into each device's slice, along each label's batch axis
+    /// (its desc's layout; axis 0 without one), as MXNet's `update_metric` does.
+    pub fn device_labels(&self, labels: &[NDArray]) -> Result<Vec<Vec<NDArray>>> {
+        self.need_bound("device_labels")?;
+        if self.execs.len() == 1 {
+            return Ok(vec![labels.to_vec()]);
+        }
+        self.slices
+            .iter()
+            .map(|&(b, e)| {
                 labels
                     .iter()
                     .enumerate()
@@ -1103,11 +1113,9 @@ impl Module {
                             None => Ok(l.clone()),
                         }
                     })
-                    .collect::<Result<_>>()?
-            };
-            metric.update(&ls, exe.outputs())?;
-        }
-        Ok(())
+                    .collect()
+            })
+            .collect()
     }
 
     /// Installs a monitor on every executor (now and after each bind / reshape); `None`

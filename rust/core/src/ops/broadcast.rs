@@ -967,6 +967,9 @@ fn create_passive(p: &Params) -> Result<Arc<dyn Operator>> {
 }
 
 impl Operator for PassiveOp {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -1038,6 +1041,9 @@ impl MakeLoss {
 }
 
 impl Operator for MakeLoss {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }

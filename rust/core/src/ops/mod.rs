@@ -103,6 +103,139 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn is_loss(&self) -> bool {
         false
     }
+    /// True for ops that compute in every dtype themselves (reshapes, slices, copies). The
+    /// others compute in float32 and the registry wraps them in [`Float32Compute`].
+    fn dtype_generic(&self) -> bool {
+        false
+    }
+}
+
+/// Runs a float32 kernel on inputs of any dtype, as MXNet's CPU kernels do for float16: inputs
+/// that are not float32 are cast to float32, and outputs and gradients are cast back to the
+/// dtypes type inference gives them (float64 and float16 models therefore compute at float32
+/// precision). All-float32 calls go straight through.
+#[derive(Debug)]
+pub struct Float32Compute(pub Arc<dyn Operator>);
+
+fn to_f32(xs: &[NDArray]) -> Vec<NDArray> {
+    xs.iter()
+        .map(|x| {
+            if x.dtype() == DType::Float32 {
+                x.clone()
+            } else {
+                x.astype(DType::Float32)
+            }
+        })
+        .collect()
+}
+
+fn all_f32(xs: &[NDArray]) -> bool {
+    xs.iter().all(|x| x.dtype() == DType::Float32)
+}
+
+impl Float32Compute {
+    /// The output dtypes the wrapped op infers from these inputs.
+    fn out_dtypes(&self, inputs: &[NDArray], aux: &[NDArray]) -> Result<Vec<DType>> {
+        let mut it: Vec<Option<DType>> = inputs.iter().map(|x| Some(x.dtype())).collect();
+        let mut at: Vec<Option<DType>> = aux.iter().map(|x| Some(x.dtype())).collect();
+        self.0.infer_type(&mut it, &mut at)
+    }
+
+    /// Casts the float32 aux states the kernel wrote back to their own dtypes.
+    fn restore_aux(aux: &mut [NDArray], computed: Vec<NDArray>) {
+        for (slot, a) in aux.iter_mut().zip(computed) {
+            *slot = a.astype(slot.dtype());
+        }
+    }
+}
+
+impl Operator for Float32Compute {
+    fn arguments(&self) -> Vec<String> {
+        self.0.arguments()
+    }
+    fn aux_states(&self) -> Vec<String> {
+        self.0.aux_states()
+    }
+    fn output_names(&self) -> Vec<String> {
+        self.0.output_names()
+    }
+    fn num_outputs(&self) -> usize {
+        self.0.num_outputs()
+    }
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        self.0.infer_shape(node, inputs, aux)
+    }
+    fn infer_type(
+        &self,
+        inputs: &mut [Option<DType>],
+        aux: &mut [Option<DType>],
+    ) -> Result<Vec<DType>> {
+        self.0.infer_type(inputs, aux)
+    }
+    fn is_loss(&self) -> bool {
+        self.0.is_loss()
+    }
+    fn forward(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        if all_f32(inputs) && all_f32(aux) {
+            return self.0.forward(ctx, inputs, aux);
+        }
+        let dtypes = self.out_dtypes(inputs, aux)?;
+        let mut aux32 = to_f32(aux);
+        let outs = self.0.forward(ctx, &to_f32(inputs), &mut aux32)?;
+        Self::restore_aux(aux, aux32);
+        Ok(outs
+            .into_iter()
+            .zip(dtypes)
+            .map(|(o, t)| if o.dtype() == t { o } else { o.astype(t) })
+            .collect())
+    }
+    fn backward(
+        &self,
+        ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        outputs: &[NDArray],
+        aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        if [out_grads, inputs, outputs, aux]
+            .iter()
+            .all(|xs| all_f32(xs))
+        {
+            return self.0.backward(ctx, out_grads, inputs, outputs, aux);
+        }
+        let mut aux32 = to_f32(aux);
+        let grads = self.0.backward(
+            ctx,
+            &to_f32(out_grads),
+            &to_f32(inputs),
+            &to_f32(outputs),
+            &mut aux32,
+        )?;
+        Self::restore_aux(aux, aux32);
+        Ok(grads
+            .into_iter()
+            .zip(inputs)
+            .map(|(g, x)| {
+                g.map(|g| {
+                    if g.dtype() == x.dtype() {
+                        g
+                    } else {
+                        g.astype(x.dtype())
+                    }
+                })
+            })
+            .collect())
+    }
 }
 
 /// The `got` text of the error for a needed input whose shape is still unknown.
@@ -197,7 +330,12 @@ impl OpDef {
         attrs: &BTreeMap<String, String>,
     ) -> Result<Arc<dyn Operator>> {
         let p = Params::parse(self, node, attrs)?;
-        (self.create)(&p)
+        let inst = (self.create)(&p)?;
+        Ok(if inst.dtype_generic() {
+            inst
+        } else {
+            Arc::new(Float32Compute(inst))
+        })
     }
 }
 
@@ -368,5 +506,32 @@ mod tests {
         ] {
             assert_eq!(snake_case(a), b);
         }
+    }
+
+    #[test]
+    fn float32_kernels_serve_float16_and_float64_inputs_in_their_dtype() {
+        for dt in [DType::Float16, DType::Float64] {
+            let x = NDArray::from_f64_slice(&[2, 2], &[1.0, -2.0, 0.5, 3.0], dt).unwrap();
+            let w = NDArray::from_f64_slice(&[1, 2], &[2.0, 1.0], dt).unwrap();
+            let b = NDArray::from_f64_slice(&[1], &[0.25], dt).unwrap();
+            let attrs = BTreeMap::from([("num_hidden".to_string(), "1".to_string())]);
+            let out = invoke(
+                "FullyConnected",
+                attrs,
+                vec![(None, x), (None, w), (None, b)],
+            );
+            let out = out.unwrap().remove(0);
+            assert_eq!(out.dtype(), dt);
+            assert_eq!(out.to_f64_vec(), vec![0.25, 4.25]);
+        }
+    }
+
+    #[test]
+    fn reshapes_and_slices_keep_float64_precision() {
+        let v = 0.1f64 + 1e-12;
+        let x = NDArray::from_f64_slice(&[2], &[v, v], DType::Float64).unwrap();
+        let attrs = BTreeMap::from([("shape".to_string(), "(1, 2)".to_string())]);
+        let out = invoke("Reshape", attrs, vec![(None, x)]).unwrap().remove(0);
+        assert_eq!(out.to_f64_vec(), vec![v, v]);
     }
 }

@@ -832,6 +832,9 @@ fn legacy_target_shape(
 }
 
 impl Operator for View {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -922,6 +925,9 @@ impl Transpose {
 }
 
 impl Operator for Transpose {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -1028,6 +1034,9 @@ impl std::fmt::Debug for Text {
 }
 
 impl Operator for Concat {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         arg_names(self.num_args)
     }
@@ -1123,6 +1132,9 @@ impl Stack {
 }
 
 impl Operator for Stack {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         arg_names(self.num_args)
     }
@@ -1260,6 +1272,9 @@ impl SliceChannel {
 }
 
 impl Operator for SliceChannel {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -1375,6 +1390,9 @@ impl SliceAxis {
 }
 
 impl Operator for SliceAxis {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -1558,6 +1576,9 @@ impl Slice {
 }
 
 impl Operator for Slice {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }

@@ -785,10 +785,10 @@ impl Optimizer {
     /// A new state for parameter `index` shaped like `weight` (zeros; DCASGD's previous
     /// weight starts as the weight itself).
     pub fn create_state(&self, index: usize, weight: &NDArray) -> Result<State> {
-        if weight.dtype() != DType::Float32 {
+        if !weight.dtype().is_float() {
             return Err(Error::invalid(
                 format!("optimizer.{}.create_state: weight {index}", self.name()),
-                "a float32 array",
+                "a float16, float32 or float64 array",
                 weight.dtype().name(),
             ));
         }
@@ -800,7 +800,7 @@ impl Optimizer {
                     State::None
                 },
                 // Copy-on-write: sharing the buffer is a copy as far as anyone can tell.
-                State::Array(weight.clone()),
+                State::Array(weight.astype(DType::Float32)),
             ]),
             r => r.state_spec().zeros(weight.shape()),
         })
@@ -808,7 +808,7 @@ impl Optimizer {
 
     /// Applies one update to parameter `index`: `weight` and `state` change in place
     /// (copy-on-write), the index's update count and `num_update` advance. The weight and
-    /// gradient must be float32 of one shape and the state must be what `create_state`
+    /// gradient must be float arrays of one shape and the state must be what `create_state`
     /// gives; all of that is checked before anything changes.
     pub fn update(
         &mut self,
@@ -819,10 +819,10 @@ impl Optimizer {
     ) -> Result<()> {
         let what = format!("optimizer.{}.update", self.name());
         for (arg, a) in [("weight", &*weight), ("grad", grad)] {
-            if a.dtype() != DType::Float32 {
+            if !a.dtype().is_float() {
                 return Err(Error::invalid(
                     format!("{what}: {arg} of index {index}"),
-                    "a float32 array",
+                    "a float16, float32 or float64 array",
                     a.dtype().name(),
                 ));
             }
@@ -864,8 +864,17 @@ impl Optimizer {
                 .filter(|&c| !(self.rule.clip_zero_is_off() && c == 0.0)),
             t,
         };
-        let w = weight.f32s_mut("weight")?;
-        let g = grad.f32s("grad")?;
+        // States are float32 and so is the arithmetic: float16 / float64 weights are updated
+        // through a float32 copy (MXNet's multi_precision for float16, float32 precision for
+        // float64).
+        let weight_dtype = weight.dtype();
+        let mut weight32 = (weight_dtype != DType::Float32).then(|| weight.astype(DType::Float32));
+        let grad32 = (grad.dtype() != DType::Float32).then(|| grad.astype(DType::Float32));
+        let g = grad32.as_ref().unwrap_or(grad).f32s("grad")?;
+        let w = match weight32.as_mut() {
+            Some(w) => w.f32s_mut("weight")?,
+            None => weight.f32s_mut("weight")?,
+        };
         match &self.rule {
             Rule::Sgd(o) => sgd::sgd(o, &step, w, g, state),
             Rule::Nag(o) => sgd::nag(o, &step, w, g, state),
@@ -880,7 +889,11 @@ impl Optimizer {
             Rule::AdaDelta(o) => adaptive::adadelta(o, &step, w, g, state),
             Rule::Ftrl(o) => adaptive::ftrl(o, &step, w, g, state),
         }
-        .context(what)
+        .context(what)?;
+        if let Some(w) = weight32 {
+            *weight = w.astype(weight_dtype);
+        }
+        Ok(())
     }
 
     /// `count[index] += 1` (from `begin_num_update`), `num_update = max(num_update, count)`.
