@@ -388,3 +388,82 @@ def test_update_metric_cuts_labels_along_their_batch_axis():
     m.update_metric(mod, custom, [mx.nd.array(y)])
     assert seen == [(3, 4, 7), (3, 4, 7)]
     assert mx.metric.get(custom) == ("max_err", 0.0)
+
+
+# -- bind(shared_module=...) ----------------------------------------------------------------
+
+def _fc_softmax():
+    return sym.softmax_output(sym.fully_connected(sym.variable("data"), num_hidden=3, name="fc"), name="softmax")
+
+
+def test_shared_module_shares_parameters_both_ways():
+    rng = np.random.RandomState(4)
+    x, y = rng.uniform(-1, 1, (8, 5)).astype(np.float32), (np.arange(8) % 3).astype(np.float32)
+    train = m.module(_fc_softmax())
+    m.bind(train, data_shapes=[("data", (8, 5))], label_shapes=[("softmax_label", (8,))])
+    m.init_params(train)
+    m.init_optimizer(train, optimizer_params=SGD)
+    # An inference module for another batch size, on the training module's parameters.
+    infer = m.module(_fc_softmax())
+    m.bind(infer, data_shapes=[("data", (2, 5))], for_training=False, shared_module=train)
+    assert m.params_initialized(infer)
+    for _ in range(3):
+        m.forward_backward(train, {"data": [x], "label": [y]})
+        m.update(train)
+        # The inference module sees every update of the training module.
+        m.forward(infer, {"data": [x[:2]]})
+        m.forward(train, {"data": [x], "label": [y]}, is_train=False)
+        np.testing.assert_allclose(m.outputs_merged(infer)[0].asnumpy(),
+                                   m.outputs_merged(train)[0].asnumpy()[:2], rtol=1e-6)
+    for k, v in m.arg_params(train).items():
+        np.testing.assert_array_equal(m.arg_params(infer)[k].asnumpy(), v.asnumpy())
+    # And the other way round: parameters set through the shared module reach the first one.
+    m.set_params(infer, arg_params={k: mx.nd.zeros(v.shape) for k, v in m.arg_params(infer).items()})
+    assert all(float(np.abs(v.asnumpy()).max()) == 0.0 for v in m.arg_params(train).values())
+
+
+def test_shared_module_must_be_bound_and_initialised():
+    src = m.module(_fc_softmax())
+    mod = m.module(_fc_softmax())
+    with pytest.raises(mx.MXFNError, match="shared_module must be bound and initialised; call bind"):
+        m.bind(mod, data_shapes=[("data", (2, 5))], shared_module=src)
+    with pytest.raises(TypeError, match="shared_module must be a Module, got str"):
+        m.bind(mod, data_shapes=[("data", (2, 5))], shared_module="src")
+
+
+# -- init_optimizer(kvstore=...) ------------------------------------------------------------
+
+def _trained(kvstore):
+    rng = np.random.RandomState(5)
+    x, y = rng.uniform(-1, 1, (8, 5)).astype(np.float32), (np.arange(8) % 3).astype(np.float32)
+    mod = m.module(_fc_softmax(), contexts=TWO)
+    m.bind(mod, data_shapes=[("data", (8, 5))], label_shapes=[("softmax_label", (8,))])
+    m.init_params(mod, initializer=mx.initializer.constant(0.1))
+    m.init_optimizer(mod, kvstore=kvstore, optimizer_params=SGD)
+    for _ in range(3):
+        m.forward_backward(mod, {"data": [x], "label": [y]})
+        m.update(mod)
+    return mod
+
+
+def test_every_kvstore_choice_sums_gradients_the_same_way():
+    ref = m.arg_params(_trained("local"))
+    kv = mx.kvstore.create("device")
+    for choice in ("device", None, kv):
+        got = m.arg_params(_trained(choice))
+        for k, v in ref.items():
+            np.testing.assert_allclose(got[k].asnumpy(), v.asnumpy(), rtol=1e-6, err_msg=f"{choice}: {k}")
+    # A kvstore value holds the module's updated parameters by name.
+    assert sorted(mx.kvstore.keys(kv)) == ["fc_bias", "fc_weight"]
+    for k, v in ref.items():
+        np.testing.assert_allclose(mx.kvstore.pull(kv, k).asnumpy(), v.asnumpy(), rtol=1e-6)
+
+
+def test_unknown_kvstore_names_the_option():
+    mod = m.module(_fc_softmax())
+    m.bind(mod, data_shapes=[("data", (8, 5))], label_shapes=[("softmax_label", (8,))])
+    m.init_params(mod)
+    with pytest.raises(mx.MXFNError, match='"kvstore" must be "local", "device", None .*got "dist_sync"'):
+        m.init_optimizer(mod, kvstore="dist_sync")
+    with pytest.raises(TypeError, match='"kvstore" must be a name or an mx.kvstore value, got int'):
+        m.init_optimizer(mod, kvstore=3)

@@ -227,6 +227,16 @@ def barrier(kv) -> KVStore:
     return _kv("kvstore.barrier", kv)
 
 
+def _hold(kv, pairs) -> KVStore:
+    """Stores ``(key, array)`` pairs as they are, initialising new keys (how a Module keeps a
+    kvstore given to ``init_optimizer`` holding its current parameters)."""
+    with kv.lock:
+        for k, v in pairs:
+            kv.key_index.setdefault(k, len(kv.key_index))
+            kv.store[k] = v
+    return kv
+
+
 def keys(kv) -> list:
     """The initialised keys, in ``init`` order."""
     return list(_kv("kvstore.keys", kv).store)

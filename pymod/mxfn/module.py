@@ -44,7 +44,7 @@ class Module:
     """A Module value (made by ``module`` or ``load_checkpoint``). It is mutable like MXNet's
     Module: ``bind``, ``init_params``, ``forward``, ``update``… change it and return it."""
 
-    __slots__ = ("_h", "_monitor", "_opt", "__weakref__")
+    __slots__ = ("_h", "_monitor", "_opt", "_share", "_kv", "__weakref__")
 
     def __init__(self, handle):
         if not isinstance(handle, _native.ModuleHandle):
@@ -52,7 +52,21 @@ class Module:
         self._h = handle
         self._monitor = None
         self._opt = None
+        self._share = None  # a _ShareGroup once bound with (or as) a shared_module
+        self._kv = None  # a KVStore value given to init_optimizer, kept holding the params
         _flush(self)
+
+
+class _ShareGroup:
+    """Modules bound with ``shared_module`` share their parameters, as in MXNet. Core arrays
+    are values, not shared memory, so the group remembers which module changed them last
+    (``owner``) and every other member adopts the owner's arrays — reference-counted
+    handles, no copy — before it computes or reports anything."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner):
+        self.owner = owner
 
     def __repr__(self):
         d, l, o, _, _ = _native.mod_names(self._h)
@@ -77,6 +91,16 @@ def _flush(mod):
 def _mod(fname, mod) -> Module:
     if not isinstance(mod, Module):
         raise TypeError(f"module.{fname}: expected a Module, got {type(mod).__name__}")
+    share = mod._share
+    if share is not None and share.owner is not mod:
+        _native.mod_share_params(mod._h, share.owner._h)  # see _ShareGroup
+    return mod
+
+
+def _owns(mod) -> Module:
+    """Marks ``mod`` as holding its share group's newest parameters (after it changed them)."""
+    if mod._share is not None:
+        mod._share.owner = mod
     return mod
 
 
@@ -250,7 +274,8 @@ _BIND_OPTS = {
     "for_training": opt(True, bool, "bind for training"),
     "inputs_need_grad": opt(False, bool, "compute gradients of the data inputs"),
     "force_rebind": opt(False, bool, "rebind a bound module"),
-    "shared_module": opt(None, None, "accepted for MXNet compatibility; parameters are not shared"),
+    "shared_module": opt(None, None, "a bound, initialised Module whose parameters this one shares "
+                                     "(same names and shapes; updates through either are seen by both)"),
     "grad_req": opt("write", (str, Mapping), '"write", "add", "null" or a map name -> req'),
 }
 
@@ -268,12 +293,27 @@ def bind(mod, opts=None, /, **kw) -> Module:
     fname = "bind"
     mod = _mod(fname, mod)
     o = parse_opts("module.bind", _BIND_OPTS, opts, kw)
+    shared = o["shared_module"]
+    if shared is not None:
+        if not isinstance(shared, Module):
+            raise TypeError(f"module.bind: shared_module must be a Module, got {type(shared).__name__}")
+        if shared is mod:
+            raise MXFNError("module.bind: shared_module must be another module, not the module being bound")
+        if not (binded(shared) and params_initialized(shared)):
+            raise MXFNError("module.bind: shared_module must be bound and initialised; call bind and "
+                            "init_params on it first")
     req = o["grad_req"]
     req = {"": req} if isinstance(req, str) else {str(k): str(v) for k, v in req.items()}
+    was_bound = binded(mod)
     _native.mod_bind(mod._h, _descs(fname, "data_shapes", o["data_shapes"]),
                      _descs(fname, "label_shapes", o["label_shapes"]), o["for_training"],
                      o["inputs_need_grad"], o["force_rebind"], req)
     _flush(mod)
+    if shared is not None and (o["force_rebind"] or not was_bound):
+        _native.mod_share_params(mod._h, _mod(fname, shared)._h)
+        if shared._share is None:
+            shared._share = _ShareGroup(shared)
+        mod._share = shared._share
     if mod._monitor is not None:
         _install(mod, mod._monitor)  # also re-applied by the core; harmless
     return mod
@@ -324,7 +364,7 @@ def init_params(mod, opts=None, /, **kw) -> Module:
                             _param_dict(fname, "aux_params", o["aux_params"]),
                             o["allow_missing"], o["force_init"], o["allow_extra"], False)
     _flush(mod)
-    return mod
+    return _owns(mod)
 
 
 _SET_OPTS = {
@@ -352,7 +392,7 @@ def set_params(mod, opts=None, /, **kw) -> Module:
                             _param_dict(fname, "aux_params", o["aux_params"]),
                             o["allow_missing"], o["force_init"], o["allow_extra"], True)
     _flush(mod)
-    return mod
+    return _owns(mod)
 
 
 def get_params(mod) -> tuple:
@@ -377,7 +417,9 @@ def aux_params(mod) -> dict:
 # -- optimizer ----------------------------------------------------------------------------------
 
 _OPT_OPTS = {
-    "kvstore": opt("local", None, '"local" (gradients summed over contexts), "device" or a kvstore'),
+    "kvstore": opt("local", None, '"local", "device", None, or an mx.kvstore value: gradients are '
+                                  "summed over the contexts before the update, and a kvstore value "
+                                  "holds the updated parameters by name"),
     "optimizer": opt("sgd", None, "a name such as \"adam\", or an mx.optimizer value"),
     "optimizer_params": opt(None, Mapping, 'options of a named optimizer (default {"learning_rate": 0.01})'),
     "reset_optimizer": opt(True, bool, "set rescale_grad = 1/batch and the index->name map"),
@@ -395,13 +437,17 @@ def init_optimizer(mod, opts=None, /, **kw) -> Module:
     Returns:
         The module.
     """
-    from . import optimizer as optim
+    from . import kvstore, optimizer as optim
     fname = "module.init_optimizer"
     mod = _mod("init_optimizer", mod)
     o = parse_opts(fname, _OPT_OPTS, opts, kw)
     kv = o["kvstore"]
-    if kv is not None and not isinstance(kv, str) and not hasattr(kv, "push"):
-        raise TypeError(f'{fname}: "kvstore" must be a name or a kvstore, got {type(kv).__name__}')
+    if isinstance(kv, str):
+        if kv not in kvstore.KV_TYPES:
+            raise MXFNError(f'{fname}: "kvstore" must be "local", "device", None or an mx.kvstore value, '
+                            f'got "{kv}" (distributed stores are not supported)')
+    elif kv is not None and not isinstance(kv, kvstore.KVStore):
+        raise TypeError(f'{fname}: "kvstore" must be a name or an mx.kvstore value, got {type(kv).__name__}')
     b, p, has_opt, _ = _native.mod_state(mod._h)
     if has_opt and not o["force_init"]:
         _log.warning("module.init_optimizer: optimizer already initialised; ignoring (pass force_init)")
@@ -425,7 +471,17 @@ def init_optimizer(mod, opts=None, /, **kw) -> Module:
                         f"got {type(spec).__name__}")
     _native.mod_init_optimizer(mod._h, value._h, o["reset_optimizer"], o["force_init"])
     mod._opt = value
+    mod._kv = kv if isinstance(kv, kvstore.KVStore) else None
     _flush(mod)
+    return _sync_kv(mod)
+
+
+def _sync_kv(mod) -> Module:
+    """Lets a kvstore value given to ``init_optimizer`` hold the module's current parameters."""
+    if mod._kv is not None:
+        from . import kvstore
+        args, _ = _native.mod_get_params(mod._h)
+        kvstore._hold(mod._kv, [(k, NDArray(h)) for k, h in args])
     return mod
 
 
@@ -439,6 +495,7 @@ def borrow_optimizer(mod, shared_module) -> Module:
     mod = _mod("borrow_optimizer", mod)
     _native.mod_borrow_optimizer(mod._h, _mod("borrow_optimizer", shared_module)._h)
     mod._opt = shared_module._opt
+    mod._kv = shared_module._kv
     return mod
 
 
@@ -485,10 +542,12 @@ def forward_backward(mod, data_batch) -> Module:
 
 
 def update(mod) -> Module:
-    """Applies the optimizer to every non-fixed parameter (gradients summed over contexts)."""
+    """Applies the optimizer to every non-fixed parameter: gradients are summed over the
+    contexts first (for every kvstore choice, ``None`` included — MXNet would let devices
+    drift apart without a kvstore), so every device holds the same parameters afterwards."""
     mod = _mod("update", mod)
     _native.mod_update(mod._h)
-    return mod
+    return _owns(_sync_kv(mod))
 
 
 def update_metric(mod, eval_metric, labels) -> Module:
@@ -621,7 +680,7 @@ def save_params(mod, fname) -> Module:
 def load_params(mod, fname) -> Module:
     """Loads a ``.params`` file into the bound module (``set_params`` with its contents)."""
     _native.mod_load_params(_mod("load_params", mod)._h, str(fname))
-    return mod
+    return _owns(mod)
 
 
 _LOAD_OPTS = {

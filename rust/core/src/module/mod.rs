@@ -72,6 +72,11 @@ pub enum GradReqSpec {
 }
 
 /// Options of [`Module::bind`].
+///
+/// MXNet's `shared_module` is a call rather than an option here: bind, then
+/// [`Module::share_params_from`] the other module, and again whenever the other module has
+/// changed its parameters (arrays are values; `mxfn.module.bind(shared_module=…)` does this
+/// bookkeeping for Python users).
 #[derive(Clone, Debug)]
 pub struct BindOptions {
     /// Descs of the data inputs (whole-batch shapes), in `data_names` order.
