@@ -14,6 +14,11 @@ mod sym;
 
 use pyo3::prelude::*;
 
+/// mimalloc keeps freed pages for reuse: the executor's per-batch buffers (hundreds of KB)
+/// would otherwise go back to the kernel and come back as freshly zeroed pages each batch.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The extension module `mxfn._native`.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {

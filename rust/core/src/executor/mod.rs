@@ -382,6 +382,21 @@ impl Executor {
         Ok(())
     }
 
+    /// Takes argument `name` out, leaving an empty placeholder until `put_arg` returns it:
+    /// lets the module own the only reference to a weight and update it in place.
+    pub(crate) fn take_arg(&mut self, name: &str) -> Result<NDArray> {
+        let i = self.arg_index(name)?;
+        let placeholder = NDArray::zeros(&[0], self.arg_arrays[i].dtype());
+        Ok(std::mem::replace(&mut self.arg_arrays[i], placeholder))
+    }
+
+    /// Puts back an argument taken by `take_arg` (same shape and dtype, so unchecked).
+    pub(crate) fn put_arg(&mut self, name: &str, value: NDArray) -> Result<()> {
+        let i = self.arg_index(name)?;
+        self.arg_arrays[i] = value;
+        Ok(())
+    }
+
     /// Replaces auxiliary state `name`.
     pub fn set_aux(&mut self, name: &str, value: NDArray) -> Result<()> {
         let i = self
@@ -427,6 +442,15 @@ impl Executor {
         &self.outputs
     }
 
+    /// Output `o` of step `s` in a pass's `values`; variables are their bound arrays.
+    fn value<'a>(&'a self, values: &'a [Vec<NDArray>], s: usize, o: usize) -> &'a NDArray {
+        match self.steps[s].var {
+            Some((false, i)) => &self.arg_arrays[i],
+            Some((true, i)) => &self.aux_arrays[i],
+            None => &values[s][o],
+        }
+    }
+
     /// Runs the graph forward.
     pub fn forward(&mut self, is_train: bool) -> Result<()> {
         // Drop the previous pass's values first so their buffers can be reused.
@@ -442,18 +466,20 @@ impl Executor {
         for step in &self.steps {
             let node = &step.node;
             let outs = match (&node.inst, step.var) {
-                (_, Some((false, i))) => vec![self.arg_arrays[i].clone()],
-                (_, Some((true, i))) => vec![self.aux_arrays[i].clone()],
+                // Variables are read from the argument / aux arrays (see `value`): holding a
+                // second reference here would make the optimizer's in-place update copy.
+                (_, Some(_)) => Vec::new(),
                 (Some(inst), None) => {
                     let na = node.num_arguments();
                     let ins: Vec<NDArray> = step.inputs[..na]
                         .iter()
-                        .map(|&(s, o)| values[s][o].clone())
+                        .map(|&(s, o)| self.value(&values, s, o).clone())
                         .collect();
                     let (aux_pos, mut aux) = self.gather_aux(step, na);
                     let ctx = OpCtx {
                         is_train,
                         node: &node.name,
+                        need_grad: &[],
                     };
                     let outs = inst
                         .forward(&ctx, &ins, &mut aux)
@@ -493,7 +519,7 @@ impl Executor {
         self.outputs = self
             .heads
             .iter()
-            .map(|&(s, o)| values[s][o].clone())
+            .map(|&(s, o)| self.value(&values, s, o).clone())
             .collect();
         self.values = values;
         self.last_train = Some(is_train);
@@ -524,7 +550,8 @@ impl Executor {
             .map(|s| vec![None; s.node.num_outputs()])
             .collect();
         for (k, &(s, o)) in self.heads.iter().enumerate() {
-            let shape = self.values[s][o].shape().to_vec();
+            let head = self.value(&self.values, s, o);
+            let (shape, dtype) = (head.shape().to_vec(), head.dtype());
             let g = match head_grads.get(k) {
                 Some(g) if g.shape() != shape.as_slice() => {
                     return Err(Error::shape(
@@ -534,8 +561,8 @@ impl Executor {
                         g.shape(),
                     ))
                 }
-                Some(g) => g.astype(self.values[s][o].dtype()),
-                None => NDArray::ones(&shape, self.values[s][o].dtype()),
+                Some(g) => g.astype(dtype),
+                None => NDArray::ones(&shape, dtype),
             };
             accumulate(&mut grads[s][o], g)?;
         }
@@ -560,12 +587,14 @@ impl Executor {
             let na = step.node.num_arguments();
             let ins: Vec<NDArray> = step.inputs[..na]
                 .iter()
-                .map(|&(s, o)| self.values[s][o].clone())
+                .map(|&(s, o)| self.value(&self.values, s, o).clone())
                 .collect();
             let (aux_pos, mut aux) = self.gather_aux(step, na);
+            let need_grad: Vec<bool> = step.inputs[..na].iter().map(|&(s, _)| needs[s]).collect();
             let ctx = OpCtx {
                 is_train: self.last_train.unwrap_or(false),
                 node: &step.node.name,
+                need_grad: &need_grad,
             };
             let in_grads = inst
                 .backward(&ctx, &out_grads, &ins, outs, &mut aux)
@@ -737,9 +766,10 @@ mod tests {
         .unwrap();
         inf.set_arg("x", x.clone()).unwrap();
         inf.forward(false).unwrap();
-        // a and b are freed; x (a variable) and c (the output) stay.
+        // a and b are freed and c (the output) stays; x, a variable, is read from its
+        // bound array and never held in the values.
         let kept: Vec<bool> = inf.values.iter().map(|v| !v.is_empty()).collect();
-        assert_eq!(kept, vec![true, false, false, true]);
+        assert_eq!(kept, vec![false, false, false, true]);
         let mut tr = Executor::simple_bind(
             &chain(),
             Context::cpu(0),
@@ -751,7 +781,7 @@ mod tests {
         .unwrap();
         tr.set_arg("x", x).unwrap();
         tr.forward(true).unwrap();
-        assert!(tr.values.iter().all(|v| !v.is_empty()));
+        assert!(tr.values.iter().skip(1).all(|v| !v.is_empty()));
         assert_eq!(inf.outputs()[0].to_f64_vec(), tr.outputs()[0].to_f64_vec());
         tr.backward(&[]).unwrap();
         let g = tr.grad("x").unwrap().unwrap().to_f64_vec();

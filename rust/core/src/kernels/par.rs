@@ -12,6 +12,51 @@ pub const SERIAL_BELOW: usize = 1 << 15;
 /// The fixed chunk length for parallel elementwise work and ordered reductions.
 pub const CHUNK: usize = 1 << 14;
 
+/// Flushes denormal floats to zero (x86 FTZ and DAZ) on this thread while it lives, then
+/// restores the previous mode. Training pushes values into the denormal range (momentum of a
+/// weight whose gradient stays zero decays geometrically) and each denormal operation costs
+/// ~100 cycles: an SGD update became 8x slower after 800 steps. Values below 1.2e-38 become
+/// 0, as in oneDNN and TensorFlow kernels. The mode is set per kernel call, never left on
+/// the caller's thread, so numpy code running on it is unaffected.
+pub struct FlushDenormals {
+    #[cfg(target_arch = "x86_64")]
+    saved: u32,
+}
+
+#[cfg(target_arch = "x86_64")]
+const FTZ_DAZ: u32 = (1 << 15) | (1 << 6);
+
+impl FlushDenormals {
+    /// Turns flushing on for the current thread.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let mut saved: u32 = 0;
+            // SAFETY: stmxcsr / ldmxcsr only read / write the MXCSR control register of this
+            // thread (SSE is baseline on x86_64); the bits set only change denormal handling.
+            unsafe {
+                std::arch::asm!("stmxcsr [{}]", in(reg) &mut saved, options(nostack));
+                let on = saved | FTZ_DAZ;
+                std::arch::asm!("ldmxcsr [{}]", in(reg) &on, options(nostack, readonly));
+            }
+            Self { saved }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Self {}
+    }
+}
+
+impl Drop for FlushDenormals {
+    fn drop(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: restores the MXCSR value read in `new` on the same thread.
+        unsafe {
+            std::arch::asm!("ldmxcsr [{}]", in(reg) &self.saved, options(nostack, readonly));
+        }
+    }
+}
+
 /// Calls `f(start, chunk)` on consecutive chunks of `out`, in parallel when `out` is large.
 pub fn for_each_chunk_mut<T: Send>(out: &mut [T], f: impl Fn(usize, &mut [T]) + Sync + Send) {
     if out.len() < SERIAL_BELOW {
@@ -71,5 +116,23 @@ mod tests {
         let mut v = vec![0usize; 12];
         for_each_row_mut(&mut v, 4, |r, row| row.iter_mut().for_each(|x| *x = r));
         assert_eq!(v, vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+    }
+}
+
+#[cfg(test)]
+mod denormal_tests {
+    use super::FlushDenormals;
+
+    #[test]
+    fn flushing_is_scoped_to_the_guard() {
+        let tiny = std::hint::black_box(1e-38f32);
+        let half = std::hint::black_box(0.5f32);
+        assert!(tiny * half > 0.0); // a denormal result survives normally
+        {
+            let _g = FlushDenormals::new();
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!(tiny * half, 0.0);
+        }
+        assert!(tiny * half > 0.0);
     }
 }

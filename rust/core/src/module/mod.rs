@@ -1067,21 +1067,25 @@ impl Module {
                 Some(g) => g,
                 None => continue,
             };
-            let mut weight = match self.execs.first() {
-                Some(e) => e.arg(name)?.clone(),
-                None => continue,
-            };
-            let state = match states.get_mut(&i) {
-                Some(s) => s,
-                None => {
-                    let s = o.create_state(i, &weight)?;
-                    states.entry(i).or_insert(s)
-                }
-            };
-            o.update(i, &mut weight, &grad, state)?;
+            // Every device holds the same weight; taking it out of all of them leaves one
+            // reference, so the optimizer updates the buffer in place instead of copying it.
+            let mut weight = None;
             for exe in &mut self.execs {
-                exe.set_arg(name, weight.clone())?;
+                weight = Some(exe.take_arg(name)?);
             }
+            let Some(mut weight) = weight else { continue };
+            let state = match states.get_mut(&i) {
+                Some(s) => Ok(s),
+                None => o
+                    .create_state(i, &weight)
+                    .map(|s| states.entry(i).or_insert(s)),
+            };
+            let updated = state.and_then(|state| o.update(i, &mut weight, &grad, state));
+            // Put the weight back (updated, or as it was when the update failed).
+            for exe in &mut self.execs {
+                exe.put_arg(name, weight.clone())?;
+            }
+            updated?;
         }
         Ok(())
     }

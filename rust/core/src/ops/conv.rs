@@ -495,20 +495,31 @@ impl Operator for Conv {
         let x = data.f32s(&format!("{}: data", self.op))?;
         let w = weight.f32s(&format!("{}: weight", self.op))?;
         let dy = head.f32s(&format!("{}: output gradient", self.op))?;
-        let mut dx = vec![0.0f32; x.len()];
-        let mut dw = vec![0.0f32; w.len()];
-        if self.deconv {
-            // The data gradient of a transposed convolution is the convolution itself.
-            conv_forward(&g, dy, w, None, &mut dx)?;
-            conv_backward_weight(&g, dy, x, &mut dw)?;
+        // A first layer's data gradient (col2im and a GEMM) is skipped when unused.
+        let dx = if ctx.needs_grad(0) {
+            let mut dx = vec![0.0f32; x.len()];
+            if self.deconv {
+                // The data gradient of a transposed convolution is the convolution itself.
+                conv_forward(&g, dy, w, None, &mut dx)?;
+            } else {
+                conv_backward_data(&g, dy, w, &mut dx)?;
+            }
+            Some(NDArray::from_f32(data.shape(), dx)?)
         } else {
-            conv_backward_data(&g, dy, w, &mut dx)?;
-            conv_backward_weight(&g, x, dy, &mut dw)?;
-        }
-        let mut grads = vec![
-            Some(NDArray::from_f32(data.shape(), dx)?),
-            Some(NDArray::from_f32(weight.shape(), dw)?),
-        ];
+            None
+        };
+        let dw = if ctx.needs_grad(1) {
+            let mut dw = vec![0.0f32; w.len()];
+            if self.deconv {
+                conv_backward_weight(&g, dy, x, &mut dw)?;
+            } else {
+                conv_backward_weight(&g, x, dy, &mut dw)?;
+            }
+            Some(NDArray::from_f32(weight.shape(), dw)?)
+        } else {
+            None
+        };
+        let mut grads = vec![dx, dw];
         if !self.no_bias {
             let spatial = if self.deconv { g.in_len() } else { g.out_len() };
             let db = channel_sums(dy, self.num_filter, spatial)?;

@@ -35,6 +35,16 @@ pub struct OpCtx<'a> {
     pub is_train: bool,
     /// The node's name, for error messages.
     pub node: &'a str,
+    /// In backward: which arguments' gradients are wanted (empty: all). An op may skip the
+    /// work for the others and return `None` there (the data gradient of a first layer).
+    pub need_grad: &'a [bool],
+}
+
+impl OpCtx<'_> {
+    /// Whether backward must compute the gradient of argument `i`.
+    pub fn needs_grad(&self, i: usize) -> bool {
+        self.need_grad.get(i).copied().unwrap_or(true)
+    }
 }
 
 /// What an operator instance (an op with its parsed parameters) can do.
@@ -471,6 +481,7 @@ pub fn invoke(
     let ctx = OpCtx {
         is_train: false,
         node: &node,
+        need_grad: &[],
     };
     let mut outs = inst.forward(&ctx, &given, &mut aux)?;
     outs.truncate(inst.output_names().len());

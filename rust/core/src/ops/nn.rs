@@ -135,7 +135,7 @@ impl Operator for FullyConnected {
 
     fn backward(
         &self,
-        _ctx: &OpCtx,
+        ctx: &OpCtx,
         out_grads: &[NDArray],
         inputs: &[NDArray],
         _outputs: &[NDArray],
@@ -146,24 +146,33 @@ impl Operator for FullyConnected {
         let g = out_grads[0].f32s("FullyConnected: output gradient")?;
         let (m, k) = self.matrix_dims(inputs[0].shape());
         let n = self.num_hidden;
-        let mut dx = vec![0.0f32; m * k];
-        gemm(
-            MatRef::row_major(g, m, n),
-            MatRef::row_major(w, n, k),
-            &mut dx,
-            false,
-        )?;
-        let mut dw = vec![0.0f32; n * k];
-        gemm(
-            MatRef::row_major(g, m, n).t(),
-            MatRef::row_major(x, m, k),
-            &mut dw,
-            false,
-        )?;
-        let mut grads = vec![
-            Some(NDArray::from_f32(inputs[0].shape(), dx)?),
-            Some(NDArray::from_f32(inputs[1].shape(), dw)?),
-        ];
+        // A first layer's data gradient (a third of the layer's backward work) is skipped
+        // when nothing consumes it.
+        let dx = if ctx.needs_grad(0) {
+            let mut dx = vec![0.0f32; m * k];
+            gemm(
+                MatRef::row_major(g, m, n),
+                MatRef::row_major(w, n, k),
+                &mut dx,
+                false,
+            )?;
+            Some(NDArray::from_f32(inputs[0].shape(), dx)?)
+        } else {
+            None
+        };
+        let dw = if ctx.needs_grad(1) {
+            let mut dw = vec![0.0f32; n * k];
+            gemm(
+                MatRef::row_major(g, m, n).t(),
+                MatRef::row_major(x, m, k),
+                &mut dw,
+                false,
+            )?;
+            Some(NDArray::from_f32(inputs[1].shape(), dw)?)
+        } else {
+            None
+        };
+        let mut grads = vec![dx, dw];
         if !self.no_bias {
             let mut db = vec![0.0f32; n];
             for row in g.chunks(n) {

@@ -85,6 +85,7 @@ impl GradCheck {
         let ctx = OpCtx {
             is_train: self.is_train,
             node: "check",
+            need_grad: &[],
         };
         let run = |ins: &[NDArray]| -> Result<Vec<NDArray>> {
             let mut aux = self.aux.clone();

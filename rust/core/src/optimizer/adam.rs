@@ -147,7 +147,7 @@ pub(crate) fn adam(
     let lr_t = (s.lr * (1.0 - o.beta2.powf(t)).sqrt() / (1.0 - o.beta1.powf(t))) as f32;
     let (wd, r, c) = (s.wd as f32, s.rescale as f32, s.clip32());
     let (b1, b2, eps) = (o.beta1 as f32, o.beta2 as f32, o.epsilon as f32);
-    each(w, g, state_n::<2>(st)?, |w, g, [m, v]| {
+    each(w, g, state_n::<2>(st)?, move |w, g, [m, v]| {
         let gc = clip(g * r + *w * wd, c);
         *m = b1 * *m + (1.0 - b1) * gc;
         *v = b2 * *v + (1.0 - b2) * gc * gc;
@@ -168,7 +168,7 @@ pub(crate) fn adamax(
     let lr_t = (s.lr / (1.0 - o.beta1.powf(s.t as f64))) as f32;
     let (wd, r, c) = (s.wd as f32, s.rescale as f32, s.clip32());
     let (b1, b2) = (o.beta1 as f32, o.beta2 as f32);
-    each(w, g, state_n::<2>(st)?, |w, g, [m, u]| {
+    each(w, g, state_n::<2>(st)?, move |w, g, [m, u]| {
         let gc = clip(g * r + wd * *w, c);
         *m = b1 * *m + (1.0 - b1) * gc;
         // mshadow's maximum is `a > b ? a : b` (a NaN gradient propagates, unlike f32::max).
@@ -207,7 +207,7 @@ pub(crate) fn nadam(
     let m_div = (1.0 - m_schedule_next) as f32;
     let v_div = (1.0 - o.beta2.powf(t)) as f32;
     let (k_g, k_m) = ((1.0 - mu_t) as f32, mu_t1 as f32);
-    each(w, g, state_n::<2>(st)?, |w, g, [m, v]| {
+    each(w, g, state_n::<2>(st)?, move |w, g, [m, v]| {
         let gc = clip(g * r + wd * *w, c);
         *m = b1 * *m + (1.0 - b1) * gc;
         *v = b2 * *v + (1.0 - b2) * gc * gc;

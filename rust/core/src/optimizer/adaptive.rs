@@ -167,7 +167,7 @@ pub(crate) fn adagrad(
 ) -> Result<()> {
     let (lr, wd, r, c) = (s.lr as f32, s.wd as f32, s.rescale as f32, s.clip32());
     let eps = o.eps as f32;
-    each(w, g, state_n::<1>(st)?, |w, g, [h]| {
+    each(w, g, state_n::<1>(st)?, move |w, g, [h]| {
         let gc = clip(g * r, c);
         *h += gc * gc;
         *w += (gc / (*h + eps).sqrt() + *w * wd) * -lr;
@@ -189,7 +189,7 @@ pub(crate) fn rmsprop(
     let (g1, g2, eps) = (o.gamma1 as f32, o.gamma2 as f32, o.epsilon as f32);
     let cw = o.clip_weights.filter(|&x| x > 0.0).map(|x| x as f32);
     if o.centered {
-        each(w, g, state_n::<3>(st)?, |w, g, [n, gm, delta]| {
+        each(w, g, state_n::<3>(st)?, move |w, g, [n, gm, delta]| {
             let gc = clip(r * g + wd * *w, c);
             *n = (1.0 - g1) * gc * gc + g1 * *n;
             *gm = (1.0 - g1) * gc + g1 * *gm;
@@ -197,7 +197,7 @@ pub(crate) fn rmsprop(
             *w = clip(*w + *delta, cw);
         });
     } else {
-        each(w, g, state_n::<1>(st)?, |w, g, [n]| {
+        each(w, g, state_n::<1>(st)?, move |w, g, [n]| {
             let gc = clip(r * g + wd * *w, c);
             *n = (1.0 - g1) * gc * gc + g1 * *n;
             *w = clip(*w - lr * (gc / (*n + eps).sqrt()), cw);
@@ -219,7 +219,7 @@ pub(crate) fn adadelta(
 ) -> Result<()> {
     let (wd, r, c) = (s.wd as f32, s.rescale as f32, s.clip32());
     let (rho, eps) = (o.rho as f32, o.epsilon as f32);
-    each(w, g, state_n::<2>(st)?, |w, g, [acc_g, acc_d]| {
+    each(w, g, state_n::<2>(st)?, move |w, g, [acc_g, acc_d]| {
         let gc = clip(g * r, c);
         *acc_g = rho * *acc_g + (1.0 - rho) * gc * gc;
         let d = (*acc_d + eps).sqrt() / (*acc_g + eps).sqrt() * gc;
@@ -241,7 +241,7 @@ pub(crate) fn ftrl(
 ) -> Result<()> {
     let (lr, wd, r, c) = (s.lr as f32, s.wd as f32, s.rescale as f32, s.clip32());
     let (l1, beta) = (o.lamda1 as f32, o.beta as f32);
-    each(w, g, state_n::<2>(st)?, |w, g, [z, n]| {
+    each(w, g, state_n::<2>(st)?, move |w, g, [z, n]| {
         let gc = clip(g * r, c);
         *z += gc - ((*n + gc * gc).sqrt() - n.sqrt()) * *w / lr;
         *n += gc * gc;

@@ -37,7 +37,7 @@ pub use lr_scheduler::{
 pub use sgd::{DcasgdOptions, NagOptions, SgdOptions, SignumOptions};
 
 use crate::error::{Error, Result, ResultExt};
-use crate::kernels::par::{CHUNK, SERIAL_BELOW};
+use crate::kernels::par::{FlushDenormals, CHUNK, SERIAL_BELOW};
 use crate::tensor::{DType, NDArray};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -593,7 +593,8 @@ where
         g = gt;
         s = tails;
     }
-    if n < SERIAL_BELOW {
+    if n < UPDATE_SERIAL_BELOW {
+        let _flush = FlushDenormals::new();
         for (c, (wc, gc, sc)) in parts.into_iter().enumerate() {
             f(c, wc, gc, sc);
         }
@@ -601,9 +602,17 @@ where
         parts
             .into_par_iter()
             .enumerate()
-            .for_each(|(c, (wc, gc, sc))| f(c, wc, gc, sc));
+            .for_each(|(c, (wc, gc, sc))| {
+                let _flush = FlushDenormals::new();
+                f(c, wc, gc, sc)
+            });
     }
 }
+
+/// Elements below which an update stays on the calling thread. An update streams a few
+/// arrays once, so it is memory-bound: on 2 cores, waking the pool cost more than it saved up
+/// to about this size (100k weights: 18 µs serial, 43 µs parallel).
+const UPDATE_SERIAL_BELOW: usize = 1 << 19;
 
 /// Calls `f(weight, grad, states)` for every element: the one fused pass of an update.
 pub(crate) fn each<const N: usize, F>(w: &mut [f32], g: &[f32], s: [&mut [f32]; N], f: F)
@@ -611,8 +620,13 @@ where
     F: Fn(&mut f32, f32, [&mut f32; N]) + Sync + Send,
 {
     chunked(w, g, s, |_, wc, gc, mut sc| {
-        for (i, (wi, &gi)) in wc.iter_mut().zip(gc).enumerate() {
-            f(wi, gi, sc.each_mut().map(|a| &mut a[i]));
+        // Equal lengths up front let the compiler drop the bounds checks and vectorise; the
+        // callers' closures capture their constants by value (`move`) for the same reason.
+        let len = wc.len().min(gc.len());
+        let (wc, gc) = (&mut wc[..len], &gc[..len]);
+        let mut sc = sc.each_mut().map(|a| &mut a[..len]);
+        for i in 0..len {
+            f(&mut wc[i], gc[i], sc.each_mut().map(|a| &mut a[i]));
         }
     });
 }

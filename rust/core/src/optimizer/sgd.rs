@@ -156,12 +156,12 @@ fn momentum_sgd(momentum: f64, s: &Step, w: &mut [f32], g: &[f32], st: &mut Stat
     let (lr, wd, r, c) = (s.lr as f32, s.wd as f32, s.rescale as f32, s.clip32());
     if momentum > 0.0 {
         let mom = momentum as f32;
-        each(w, g, state_n::<1>(st)?, |w, g, [m]| {
+        each(w, g, state_n::<1>(st)?, move |w, g, [m]| {
             *m = mom * *m - lr * wd * *w - lr * clip(r * g, c);
             *w += *m;
         });
     } else {
-        each(w, g, [], |w, g, []| {
+        each(w, g, [], move |w, g, []| {
             *w = (1.0 - lr * wd) * *w - lr * clip(r * g, c);
         });
     }
@@ -183,7 +183,7 @@ pub(crate) fn nag(
     }
     let (lr, wd, r, c) = (s.lr as f32, s.wd as f32, s.rescale as f32, s.clip32());
     let mom = o.momentum as f32;
-    each(w, g, state_n::<1>(st)?, |w, g, [m]| {
+    each(w, g, state_n::<1>(st)?, move |w, g, [m]| {
         let gc = clip(r * g, c);
         let m1 = mom * *m;
         *w = *w - m1 + (mom + 1.0) * (m1 - lr * (gc + wd * *w));
@@ -206,12 +206,12 @@ pub(crate) fn signum(
     if o.momentum > 0.0 {
         let mom = o.momentum as f32;
         let wd_lh = o.wd_lh as f32;
-        each(w, g, state_n::<1>(st)?, |w, g, [m]| {
+        each(w, g, state_n::<1>(st)?, move |w, g, [m]| {
             *m = mom * *m - (1.0 - mom) * wd * *w - (1.0 - mom) * clip(r * g, c);
             *w = (1.0 - lr * wd_lh) * *w + lr * sign(*m);
         });
     } else {
-        each(w, g, [], |w, g, []| {
+        each(w, g, [], move |w, g, []| {
             *w = (1.0 - lr * wd) * *w - lr * sign(clip(r * g, c));
         });
     }
@@ -237,13 +237,13 @@ pub(crate) fn dcasgd(
     };
     if o.momentum > 0.0 {
         let mom = o.momentum as f32;
-        each(w, g, state_n::<2>(st)?, |w, g, [m, prev]| {
+        each(w, g, state_n::<2>(st)?, move |w, g, [m, prev]| {
             *m = mom * *m + step(*w, g, *prev);
             *prev = *w;
             *w += *m;
         });
     } else {
-        each(w, g, state_n::<1>(st)?, |w, g, [prev]| {
+        each(w, g, state_n::<1>(st)?, move |w, g, [prev]| {
             let d = step(*w, g, *prev);
             *prev = *w;
             *w += d;
