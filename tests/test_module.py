@@ -242,11 +242,26 @@ def test_states_file_round_trips_byte_for_byte(tmp_path):
 def test_states_unpickler_is_restricted(tmp_path):
     import os
     import pickle
-    bad = tmp_path / "bad.states"
-    bad.write_bytes(pickle.dumps({0: os.getcwd}, protocol=4))
+    good = (CKPT / "mlp-0001.states").read_bytes()
+    cases = [
+        (pickle.dumps({0: os.getcwd}, protocol=4), "the pickle references posix.getcwd; a .states file may only hold"),
+        (good[: len(good) // 2], "ends early"),
+        (b"not a pickle at all", "not allowed in a .states file"),
+        (pickle.dumps({"fc1_weight": None}, protocol=4), "keyed by name"),
+        (b"", "ends early"),
+    ]
     mod = m.load_checkpoint(str(CKPT / "mlp"), 1)
-    with pytest.raises(mx.MXFNError, match="posix.getcwd|only"):
-        m.load_optimizer_states(mod, bad)
+    for i, (data, want) in enumerate(cases):
+        bad = tmp_path / f"bad{i}.states"
+        bad.write_bytes(data)
+        with pytest.raises(mx.MXFNError) as e:
+            m.load_optimizer_states(mod, bad)
+        assert str(e.value).startswith(f"module.load_optimizer_states: {bad}: "), str(e.value)
+        assert want in str(e.value), str(e.value)
+    with pytest.raises(FileNotFoundError, match="module.load_optimizer_states: .*missing.states"):
+        m.load_optimizer_states(mod, tmp_path / "missing.states")
+    with pytest.raises(mx.MXFNError, match="module.save_optimizer_states: .*call init_optimizer first"):
+        m.save_optimizer_states(mod, tmp_path / "x.states")
 
 
 def test_mxnet_loads_our_checkpoint_and_states(tmp_path, mxnet_python):
@@ -274,6 +289,37 @@ print(json.dumps({{"out": mod.get_outputs()[0].asnumpy().tolist(),
     got = json.loads(out)
     np.testing.assert_allclose(np.array(got["out"]), want, rtol=1e-5, atol=1e-6)
     assert got["states"]["0"] == [[16, 5], [16, 5]]
+
+
+def test_mxnet_module_resumes_from_our_states(tmp_path, mxnet_python):
+    # MXNet's own Module.load(..., load_optimizer_states=True) takes our momentum, and its next
+    # step equals ours.
+    x, y = problem(8)
+    sgd = {"learning_rate": 0.1, "momentum": 0.9}
+    rng = np.random.default_rng(3)  # not the global RNG, which later tests' data depend on
+    shapes = {"fc1_weight": (16, 5), "fc1_bias": (16,), "fc2_weight": (3, 16), "fc2_bias": (3,)}
+    mod = bound(8)
+    m.init_params(mod, arg_params={k: rng.normal(0, 0.5, s).astype(np.float32) for k, s in shapes.items()})
+    m.init_optimizer(mod, optimizer="sgd", optimizer_params=sgd)
+    m.update(m.forward_backward(mod, {"data": [x], "label": [y]}))
+    prefix = str(tmp_path / "ours")
+    m.save_checkpoint(mod, prefix=prefix, epoch=1, save_opt_states=True)
+    m.update(m.forward_backward(mod, {"data": [x], "label": [y]}))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    out = mxnet_python(f"""
+import json, numpy as np, mxnet as mx
+mod = mx.mod.Module.load({prefix!r}, 1, load_optimizer_states=True)
+mod.bind(data_shapes=[("data", (8, 5))], label_shapes=[("softmax_label", (8,))])
+mod.init_optimizer(optimizer="sgd", optimizer_params={sgd!r})
+x, y = np.load({str(tmp_path / "x.npy")!r}), np.load({str(tmp_path / "y.npy")!r})
+mod.forward_backward(mx.io.DataBatch([mx.nd.array(x)], [mx.nd.array(y)]))
+mod.update()
+print(json.dumps({{k: v.asnumpy().tolist() for k, v in mod.get_params()[0].items()}}))
+""")
+    got = json.loads(out)
+    for k, v in m.arg_params(mod).items():
+        np.testing.assert_allclose(np.array(got[k]), v.asnumpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_install_monitor_collects_op_outputs():

@@ -16,13 +16,8 @@ The intermediate level is defined here; ``fit``/``score``/``predict`` (``mxfn._f
 """
 from __future__ import annotations
 
-import io
 import logging
 import numbers
-import os
-import pickle
-import struct
-import tempfile
 from collections.abc import Mapping
 
 import numpy as np
@@ -722,154 +717,18 @@ def load_checkpoint(prefix=None, epoch=None, opts=None, /, **kw) -> Module:
 
 # -- optimizer states (.states, FORMAT.md §3) ----------------------------------------------------
 
-_ND_HEADER = struct.pack("<QQQ", 0x112, 0, 1)
-_ND_FOOTER = struct.pack("<Q", 0)
-
-
-def _record_to_array(payload) -> NDArray:
-    """One §1.2 array record (the pickled NDArray payload) as an NDArray."""
-    from . import ndarray as nd
-    fd, path = tempfile.mkstemp(suffix=".params")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_ND_HEADER + bytes(payload) + _ND_FOOTER)
-        arrs = nd.load(path)
-    finally:
-        os.unlink(path)
-    if isinstance(arrs, Mapping):
-        arrs = list(arrs.values())
-    if len(arrs) != 1:
-        raise MXFNError("module.load_optimizer_states: malformed NDArray record")
-    return arrs[0]
-
-
-def _array_to_record(arr) -> bytes:
-    """The §1.2 record of ``arr`` (``nd.save`` of a one-array list minus header and footer)."""
-    from . import ndarray as nd
-    fd, path = tempfile.mkstemp(suffix=".params")
-    os.close(fd)
-    try:
-        nd.save(path, [arr])
-        with open(path, "rb") as f:
-            data = f.read()
-    finally:
-        os.unlink(path)
-    return data[len(_ND_HEADER):len(data) - len(_ND_FOOTER)]
-
-
-class _PickledNDArray:
-    """Stand-in for ``mxnet.ndarray.ndarray.NDArray`` while unpickling: called with ``(None,)``,
-    then ``BUILD`` with ``{'handle': bytearray(record)}``."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, *_args):
-        self.value = None
-
-    def __setstate__(self, state):
-        data = state.get("handle") if isinstance(state, dict) else None
-        if not isinstance(data, (bytes, bytearray)):
-            raise MXFNError("module.load_optimizer_states: malformed NDArray state")
-        self.value = _record_to_array(data)
-
-
-class _StatesUnpickler(pickle.Unpickler):
-    """A restricted unpickler: the only globals allowed are MXNet's NDArray (rebuilt from its
-    record, never imported) and ``builtins.bytearray``."""
-
-    def find_class(self, module_name, name):
-        if module_name == "mxnet.ndarray.ndarray" and name == "NDArray":
-            return _PickledNDArray
-        if module_name == "builtins" and name == "bytearray":
-            return bytearray
-        raise MXFNError(f"module.load_optimizer_states: the file references {module_name}.{name}; "
-                        f"a .states file may only hold MXNet NDArrays, tuples and None")
-
-
-def _state_in(v):
-    if v is None:
-        return None
-    if isinstance(v, _PickledNDArray) and v.value is not None:
-        return v.value._h
-    if isinstance(v, tuple):
-        return tuple(_state_in(x) for x in v)
-    raise MXFNError(f"module.load_optimizer_states: unexpected state value of type {type(v).__name__}")
-
-
 def load_optimizer_states(mod, fname) -> Module:
-    """Reads MXNet's ``.states`` pickle (``{index: NDArray | tuple | None}``) with a restricted
-    unpickler; the states apply to the module's optimizer (now, or at ``init_optimizer``)."""
-    mod = _mod("load_optimizer_states", mod)
-    with open(fname, "rb") as f:
-        try:
-            obj = _StatesUnpickler(f).load()
-        except MXFNError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any malformed pickle
-            raise MXFNError(f"module.load_optimizer_states: {fname}: not a .states file ({e})") from None
-    if isinstance(obj, tuple) and len(obj) == 2 and isinstance(obj[0], dict):
-        obj = obj[0]  # (states, optimizer) when the optimizer was dumped too
-    if not isinstance(obj, dict) or not all(isinstance(k, int) and k >= 0 for k in obj):
-        raise MXFNError(f"module.load_optimizer_states: {fname}: expected a dict parameter index -> state")
-    _native.mod_set_states(mod._h, [(k, _state_in(v)) for k, v in obj.items()])
+    """Reads MXNet's ``.states`` pickle (``{index: NDArray | tuple | None}``) with the core's
+    restricted reader, which runs no pickle code and accepts no other globals; the states apply
+    to the module's optimizer (now, or at ``init_optimizer``)."""
+    _native.mod_load_states(_mod("load_optimizer_states", mod)._h, str(fname))
     return mod
-
-
-class _MXNDArray:
-    """Pickled as MXNet pickles an NDArray: ``NDArray(None)`` then ``BUILD {'handle': bytearray}``."""
-
-    __slots__ = ("record",)
-
-    def __init__(self, record):
-        self.record = record
-
-    def __reduce__(self):
-        return (_MXNDArrayClass, (None,), {"handle": bytearray(self.record)})
-
-
-class _MXNDArrayClass:
-    """Marker for MXNet's NDArray class; the pickler writes it as ``mxnet.ndarray.ndarray.NDArray``."""
-
-
-class _StatesPickler(pickle._Pickler):  # the pure-Python pickler lets save_global be overridden
-    def save_global(self, obj, name=None):
-        if obj is _MXNDArrayClass:
-            self.save("mxnet.ndarray.ndarray")
-            self.save("NDArray")
-            self.write(pickle.STACK_GLOBAL)
-            self.memoize(obj)
-            return
-        super().save_global(obj, name)
 
 
 def save_optimizer_states(mod, fname) -> Module:
     """Writes the optimizer states as MXNet's ``.states`` pickle (protocol 4, what MXNet 1.9.1
     writes and loads): ``{index: NDArray | tuple | None}``. Written atomically."""
-    mod = _mod("save_optimizer_states", mod)
-
-    def conv(v):
-        if v is None:
-            return None
-        if isinstance(v, tuple):
-            return tuple(conv(x) for x in v)
-        return _MXNDArray(_array_to_record(NDArray(v)))
-
-    obj = {int(k): conv(v) for k, v in _native.mod_get_states(mod._h)}
-    buf = io.BytesIO()
-    _StatesPickler(buf, protocol=4).dump(obj)
-    fname = str(fname)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(fname)),
-                       f".{os.path.basename(fname)}.tmp.{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(buf.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, fname)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _native.mod_save_states(_mod("save_optimizer_states", mod)._h, str(fname))
     return mod
 
 

@@ -5,13 +5,13 @@
 use crate::error::{core, to_py};
 use crate::metric::MetricHandle;
 use crate::nd::Handle;
-use crate::optim::{state_from_py, state_to_py, OptHandle};
+use crate::optim::OptHandle;
 use crate::sym::SymHandle;
 use mxfn_core::executor::GradReq;
 use mxfn_core::initializer::Initializer;
 use mxfn_core::io::{DataBatch, DataDesc};
 use mxfn_core::module::{
-    BindOptions, GradReqSpec, InitOptions, Module, ModuleOptions, OptStates, OptimizerInit,
+    BindOptions, GradReqSpec, InitOptions, Module, ModuleOptions, OptimizerInit,
 };
 use mxfn_core::{Context, DType, NDArray};
 use pyo3::prelude::*;
@@ -487,29 +487,19 @@ fn mod_save_params(py: Python<'_>, h: &ModuleHandle, path: std::path::PathBuf) -
     core(py, "module.save_params", || h.lock().save_params(&path))
 }
 
-/// The optimizer states as {index: state} (None / NDArray handle / tuples, MXNet's shapes).
+/// Writes the optimizer states as MXNet's `.states` pickle (atomically).
 #[pyfunction]
-fn mod_get_states(py: Python<'_>, h: &ModuleHandle) -> PyResult<Vec<(usize, PyObject)>> {
-    let st = core(py, "module.save_optimizer_states", || {
-        h.lock().optimizer_states()
-    })?;
-    st.into_iter()
-        .map(|(k, s)| Ok((k, state_to_py(py, s)?)))
-        .collect()
+fn mod_save_states(py: Python<'_>, h: &ModuleHandle, path: std::path::PathBuf) -> PyResult<()> {
+    core(py, "module.save_optimizer_states", || {
+        h.lock().save_optimizer_states(&path)
+    })
 }
 
+/// Reads a `.states` file (restricted reader); the states apply now or at init_optimizer.
 #[pyfunction]
-fn mod_set_states(
-    py: Python<'_>,
-    h: &ModuleHandle,
-    states: Vec<(usize, Bound<'_, PyAny>)>,
-) -> PyResult<()> {
-    let mut st: OptStates = BTreeMap::new();
-    for (k, v) in states {
-        st.insert(k, state_from_py(&v)?);
-    }
+fn mod_load_states(py: Python<'_>, h: &ModuleHandle, path: std::path::PathBuf) -> PyResult<()> {
     core(py, "module.load_optimizer_states", || {
-        h.lock().set_optimizer_states(st)
+        h.lock().load_optimizer_states(&path)
     })
 }
 
@@ -569,8 +559,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mod_save_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(mod_load_params, m)?)?;
     m.add_function(wrap_pyfunction!(mod_save_params, m)?)?;
-    m.add_function(wrap_pyfunction!(mod_get_states, m)?)?;
-    m.add_function(wrap_pyfunction!(mod_set_states, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_save_states, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_load_states, m)?)?;
     m.add_function(wrap_pyfunction!(mod_slices, m)?)?;
     m.add_function(wrap_pyfunction!(mod_set_monitor, m)?)?;
     Ok(())

@@ -19,7 +19,7 @@
 //! assert_eq!(m.outputs_merged().unwrap()[0].shape(), &[4, 2]);
 //! ```
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, ResultExt};
 use crate::executor::{Executor, GradReq};
 use crate::initializer::Initializer;
 use crate::io::{DataBatch, DataDesc};
@@ -33,6 +33,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub mod bucketing;
+pub mod states;
 
 /// Options of [`Module::new`].
 #[derive(Clone, Debug)]
@@ -341,6 +342,19 @@ impl Module {
         m.held_args = Some(args);
         m.held_aux = Some(aux);
         m.params_initialized = true;
+        Ok(m)
+    }
+
+    /// [`load`](Self::load), then reads `prefix-%04d.states`, whose states apply at
+    /// `init_optimizer`: MXNet's `Module.load(prefix, epoch, load_optimizer_states=True)`
+    /// (which reads the file only then; here a bad file fails now).
+    pub fn load_with_optimizer_states(
+        prefix: &str,
+        epoch: usize,
+        opts: ModuleOptions,
+    ) -> Result<Module> {
+        let mut m = Module::load(prefix, epoch, opts)?;
+        m.load_optimizer_states(&states_path(prefix, epoch))?;
         Ok(m)
     }
 
@@ -1256,8 +1270,9 @@ impl Module {
         Ok(())
     }
 
-    /// Writes `prefix-symbol.json` and `prefix-%04d.params` (both atomically), and with
-    /// `save_optimizer_states` hands back the states for the caller to write (`.states`).
+    /// Writes `prefix-symbol.json` and `prefix-%04d.params` (both atomically); MXNet's
+    /// `save_optimizer_states=True` is a further
+    /// [`save_optimizer_states`](Self::save_optimizer_states)`(&states_path(prefix, epoch))`.
     pub fn save_checkpoint(&self, prefix: &str, epoch: usize) -> Result<()> {
         json::save(&self.symbol, format!("{prefix}-symbol.json"))?;
         self.save_params(&params_path(prefix, epoch))
@@ -1312,6 +1327,19 @@ impl Module {
         }
         Ok(())
     }
+
+    /// Writes the optimizer states as MXNet's `.states` pickle, atomically (see [`states`]).
+    pub fn save_optimizer_states(&self, path: &std::path::Path) -> Result<()> {
+        let st = self.optimizer_states()?;
+        states::save(path, &st).context("module.save_optimizer_states")
+    }
+
+    /// Reads a `.states` file (MXNet's or mxfn's) with the restricted reader of [`states`];
+    /// the states replace the optimizer's now, or at `init_optimizer` when there is none yet.
+    pub fn load_optimizer_states(&mut self, path: &std::path::Path) -> Result<()> {
+        let st = states::load(path).context("module.load_optimizer_states")?;
+        self.set_optimizer_states(st)
+    }
 }
 
 fn lock_opt(o: &Arc<Mutex<Optimizer>>) -> MutexGuard<'_, Optimizer> {
@@ -1345,6 +1373,11 @@ fn merge_along(v: &[NDArray], axis: Option<usize>) -> Result<NDArray> {
 /// `prefix-%04d.params`.
 pub fn params_path(prefix: &str, epoch: usize) -> PathBuf {
     PathBuf::from(format!("{prefix}-{epoch:04}.params"))
+}
+
+/// `prefix-%04d.states`.
+pub fn states_path(prefix: &str, epoch: usize) -> PathBuf {
+    PathBuf::from(format!("{prefix}-{epoch:04}.states"))
 }
 
 /// Reads a checkpoint `.params` file and splits it into `arg:` and `aux:` params.

@@ -195,17 +195,7 @@ pub fn encode(list: &NdList) -> Vec<u8> {
     out.extend_from_slice(&0u64.to_le_bytes());
     out.extend_from_slice(&(arrays.len() as u64).to_le_bytes());
     for a in arrays {
-        out.extend_from_slice(&magic.to_le_bytes());
-        out.extend_from_slice(&0i32.to_le_bytes()); // dense storage
-        out.extend_from_slice(&(a.ndim() as i32).to_le_bytes());
-        for &d in a.shape() {
-            out.extend_from_slice(&(d as i64).to_le_bytes());
-        }
-        let ctx = a.context();
-        out.extend_from_slice(&ctx.dev_type.to_le_bytes());
-        out.extend_from_slice(&ctx.dev_id.to_le_bytes());
-        out.extend_from_slice(&a.dtype().mxnet_flag().to_le_bytes());
-        out.extend_from_slice(&a.to_le_bytes());
+        write_record(&mut out, a, magic);
     }
     out.extend_from_slice(&(names.len() as u64).to_le_bytes());
     for n in names {
@@ -284,6 +274,39 @@ pub fn decode(bytes: &[u8], path: &str) -> Result<NdList> {
         }
     }
     Ok(NdList::Dict(entries))
+}
+
+/// Appends the dense record of `a` (FORMAT.md §1.2) with the given record magic.
+fn write_record(out: &mut Vec<u8>, a: &NDArray, magic: u32) {
+    out.extend_from_slice(&magic.to_le_bytes());
+    out.extend_from_slice(&0i32.to_le_bytes()); // dense storage
+    out.extend_from_slice(&(a.ndim() as i32).to_le_bytes());
+    for &d in a.shape() {
+        out.extend_from_slice(&(d as i64).to_le_bytes());
+    }
+    let ctx = a.context();
+    out.extend_from_slice(&ctx.dev_type.to_le_bytes());
+    out.extend_from_slice(&ctx.dev_id.to_le_bytes());
+    out.extend_from_slice(&a.dtype().mxnet_flag().to_le_bytes());
+    out.extend_from_slice(&a.to_le_bytes());
+}
+
+/// One array record alone, as `mx.nd.save(f, [a])` writes it between the header and the name
+/// count (V2; V3 for a 0-d array). MXNet pickles an NDArray as this record (`.states` files).
+pub(crate) fn encode_record(a: &NDArray) -> Vec<u8> {
+    let magic = if a.ndim() == 0 { V3_MAGIC } else { V2_MAGIC };
+    let mut out = Vec::with_capacity(24 + 8 * a.ndim() + a.size() * a.dtype().size());
+    write_record(&mut out, a, magic);
+    out
+}
+
+/// Parses one array record on its own (the payload of a pickled NDArray); `what` names it in
+/// errors, whose byte offsets count from the record's start. Bytes after the record are
+/// ignored, as MXNet's `MXNDArrayLoadFromRawBytes` ignores them.
+pub(crate) fn decode_record(bytes: &[u8], path: &str, what: &str) -> Result<NDArray> {
+    let mut c = Cursor::new(bytes, path);
+    c.what = what.to_string();
+    read_record(&mut c)
 }
 
 /// One name: `u64` byte length, then that many bytes of UTF-8.
@@ -490,6 +513,13 @@ pub fn load(path: &Path) -> Result<NdList> {
 /// # Ok::<(), mxfn_core::Error>(())
 /// ```
 pub fn save(path: &Path, list: &NdList) -> Result<()> {
+    write_atomic(path, &encode(list))
+}
+
+/// Writes `bytes` to `path` atomically, as [`save`] does (temporary file in the same directory,
+/// flushed, renamed over `path`; removed on failure; an [`Error::Io`] names `path`). Also used
+/// for the `.states` files.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let io_err = |source: std::io::Error| Error::Io {
         path: path.display().to_string(),
@@ -511,7 +541,7 @@ pub fn save(path: &Path, list: &NdList) -> Result<()> {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    if let Err(e) = write_and_rename(&tmp, &encode(list), path) {
+    if let Err(e) = write_and_rename(&tmp, bytes, path) {
         // The temp file may not exist (creation failed); nothing else to clean up then.
         let _ = fs::remove_file(&tmp);
         return Err(io_err(e));
