@@ -76,6 +76,7 @@ fn run(op: &str, attrs: &[(&str, &str)], inputs: &[NDArray]) -> NDArray {
     let ctx = OpCtx {
         is_train: true,
         node: "t",
+        need_grad: &[],
     };
     inst.forward(&ctx, inputs, &mut []).unwrap().remove(0)
 }
@@ -446,6 +447,7 @@ fn reduction_shapes_values_and_errors() {
     let ctx = OpCtx {
         is_train: true,
         node: "t",
+        need_grad: &[],
     };
     let y = inst
         .forward(&ctx, std::slice::from_ref(&t), &mut [])

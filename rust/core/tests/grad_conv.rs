@@ -457,6 +457,7 @@ fn run(
     let ctx = OpCtx {
         is_train: true,
         node: "net0",
+        need_grad: &[],
     };
     let outs = inst.forward(&ctx, inputs, &mut []).unwrap();
     let heads: Vec<NDArray> = outs.iter().map(|o| arr(o.shape(), 77)).collect();
@@ -524,6 +525,7 @@ fn lenet_sized_timing() {
         let ctx = OpCtx {
             is_train: true,
             node: "net0",
+            need_grad: &[],
         };
         let outs = inst.forward(&ctx, &inputs, &mut []).unwrap();
         let heads: Vec<NDArray> = outs.iter().map(|o| arr(o.shape(), 77)).collect();

@@ -55,6 +55,7 @@ fn ctx(is_train: bool) -> OpCtx<'static> {
     OpCtx {
         is_train,
         node: "t",
+        need_grad: &[],
     }
 }
 

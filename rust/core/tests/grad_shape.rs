@@ -56,6 +56,7 @@ fn forward(op: &str, attrs: &[(&str, &str)], ins: Vec<NDArray>) -> mxfn_core::Re
     let ctx = OpCtx {
         is_train: false,
         node: "n",
+        need_grad: &[],
     };
     inst.forward(&ctx, &ins, &mut [])
 }
@@ -397,6 +398,7 @@ fn embedding_gradients() {
     let ctx = OpCtx {
         is_train: true,
         node: "emb",
+        need_grad: &[],
     };
     let data = NDArray::from_vec(&[4], vec![2.0f32, 0.0, 2.0, 2.0]).unwrap();
     let w = NDArray::from_vec(&[3, 2], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();

@@ -7,11 +7,6 @@ use super::par::SERIAL_BELOW;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
-/// Samples whose weight-gradient contributions are summed in one partial buffer. Fixed (not
-/// derived from the thread count) so the partials, combined in order, give the same bits on
-/// any machine.
-const WGRAD_SAMPLES: usize = 4;
-
 /// The geometry of a (grouped, strided, dilated, padded) convolution over up to three spatial
 /// axes. Fewer axes are expressed with leading sizes of 1 (kernel 1, stride 1, pad 0), so 1-D
 /// and 2-D convolutions are 3-D ones with a trivial depth (and height).
@@ -95,14 +90,6 @@ impl ConvGeom {
         self.filters / self.groups.max(1)
     }
 
-    /// A 1×1 kernel with stride 1 and no padding: the column matrix is the image itself.
-    fn is_pointwise(&self) -> bool {
-        self.kernel == [1, 1, 1]
-            && self.stride == [1, 1, 1]
-            && self.pad == [0, 0, 0]
-            && self.input == self.output
-    }
-
     /// Whether batch-parallel work pays for itself (a rough multiply-add count).
     fn parallel(&self) -> bool {
         self.batch > 1
@@ -168,19 +155,19 @@ fn valid_range(
     (lo.min(hi), hi)
 }
 
-/// Walks the column matrix row by row (channel × kernel tap) and, within a row, output row by
-/// output row, saying which input row feeds each one: the shared loop of `im2col` and
-/// `col2im`, so the two stay exact transposes.
+/// Walks one row of the column matrix (a channel × kernel tap) output row by output row,
+/// saying which input row feeds each one: the shared loop of `im2col` and `col2im`, so the
+/// two stay exact transposes.
 struct Taps<'g> {
     g: &'g ConvGeom,
 }
 
-/// One output row of one kernel tap: where it lives in the column matrix and which input
-/// row (if any) feeds it.
+/// One output row of one kernel tap: where it lives in the tap's row of the column matrix
+/// and which input row (if any) feeds it.
 struct TapRow {
-    /// Offset of this output row in the column matrix.
-    col: usize,
-    /// Offset of the first input value of the row in the image (valid when `src` is true).
+    /// Offset of this output row within the sample's `out_len` positions.
+    pos: usize,
+    /// Offset of the first input value of the row in the sample's image (valid when `src`).
     img: usize,
     /// Whether the input row exists (false: padding).
     src: bool,
@@ -192,137 +179,201 @@ struct TapRow {
 }
 
 impl Taps<'_> {
-    fn for_each(&self, mut f: impl FnMut(&TapRow)) {
+    /// Calls `f` for every output row of column-matrix row `r` (channel `r / kernel_len`,
+    /// tap `r % kernel_len`).
+    fn row(&self, r: usize, mut f: impl FnMut(&TapRow)) {
         let g = self.g;
         let [id, ih, iw] = g.input;
         let [od, oh, ow] = g.output;
-        let [kd, kh, kw] = g.kernel;
+        let [_, kh, kw] = g.kernel;
         let [sd, sh, sw] = g.stride;
         let [dd, dh, dw] = g.dilate;
         let [pd, ph, pw] = g.pad;
-        let in_len = g.in_len();
-        let l = g.out_len();
-        let mut row = 0;
-        for c in 0..g.channels {
-            let plane = c * in_len;
-            for a in 0..kd {
-                for b in 0..kh {
-                    for e in 0..kw {
-                        let (lo, hi) = valid_range(ow, sw, e * dw, pw, iw);
-                        let first = (lo * sw + e * dw).saturating_sub(pw);
-                        for z in 0..od {
-                            let iz = (z * sd + a * dd) as isize - pd as isize;
-                            for y in 0..oh {
-                                let iy = (y * sh + b * dh) as isize - ph as isize;
-                                let src =
-                                    iz >= 0 && (iz as usize) < id && iy >= 0 && (iy as usize) < ih;
-                                let img = if src {
-                                    plane + ((iz as usize) * ih + iy as usize) * iw
-                                } else {
-                                    0
-                                };
-                                f(&TapRow {
-                                    col: row * l + (z * oh + y) * ow,
-                                    img,
-                                    src,
-                                    lo,
-                                    hi,
-                                    first,
-                                });
-                            }
-                        }
-                        row += 1;
-                    }
-                }
+        let (c, tap) = (r / g.kernel_len(), r % g.kernel_len());
+        let (a, b, e) = (tap / (kh * kw), tap / kw % kh, tap % kw);
+        let plane = c * g.in_len();
+        let (lo, hi) = valid_range(ow, sw, e * dw, pw, iw);
+        let first = (lo * sw + e * dw).saturating_sub(pw);
+        for z in 0..od {
+            let iz = (z * sd + a * dd) as isize - pd as isize;
+            for y in 0..oh {
+                let iy = (y * sh + b * dh) as isize - ph as isize;
+                let src = iz >= 0 && (iz as usize) < id && iy >= 0 && (iy as usize) < ih;
+                let img = if src {
+                    plane + ((iz as usize) * ih + iy as usize) * iw
+                } else {
+                    0
+                };
+                f(&TapRow {
+                    pos: (z * oh + y) * ow,
+                    img,
+                    src,
+                    lo,
+                    hi,
+                    first,
+                });
             }
         }
     }
 }
 
-/// Unfolds one sample's image (`channels × input`) into its column matrix
-/// (`channels·kernel × output`, row-major): entry (c·K + tap, position) is the input value the
-/// tap sees at that output position, 0 in the padding.
-pub fn im2col(g: &ConvGeom, img: &[f32], cols: &mut [f32]) -> Result<()> {
-    g.validate()?;
-    g.check_len("im2col: image", img.len(), g.channels * g.in_len())?;
-    g.check_len("im2col: columns", cols.len(), g.col_rows() * g.out_len())?;
+/// Values of a block's column matrix at most (64 MB of float32): a batch whose columns
+/// would be larger runs in blocks of samples.
+const BLOCK_VALUES: usize = 1 << 24;
+
+/// Unfolds the samples of `x_block` (`channels × input` each) into the column matrix the
+/// batched GEMMs use: `cols (col_rows, samples · out_len)` row-major — row `c·K + tap`,
+/// column `sample · out_len + position` holds the input value that tap sees there (0 in the
+/// padding). Rows run in parallel, each written front to back.
+fn im2col(g: &ConvGeom, x_block: &[f32], nb: usize, cols: &mut [f32]) {
+    let (l, img_len) = (g.out_len(), g.channels * g.in_len());
     let (ow, iw, sw) = (g.output[2], g.input[2], g.stride[2]);
-    Taps { g }.for_each(|t| {
-        let dst = &mut cols[t.col..t.col + ow];
-        if !t.src || t.lo >= t.hi {
-            dst.fill(0.0);
-            return;
+    let one = |(r, row): (usize, &mut [f32])| {
+        for (n, dst_n) in row.chunks_mut(l).enumerate() {
+            let img = &x_block[n * img_len..(n + 1) * img_len];
+            Taps { g }.row(r, |t| {
+                let dst = &mut dst_n[t.pos..t.pos + ow];
+                if !t.src || t.lo >= t.hi {
+                    dst.fill(0.0);
+                    return;
+                }
+                dst[..t.lo].fill(0.0);
+                dst[t.hi..].fill(0.0);
+                let src = &img[t.img..t.img + iw];
+                let k = t.hi - t.lo;
+                if sw == 1 {
+                    dst[t.lo..t.hi].copy_from_slice(&src[t.first..t.first + k]);
+                } else {
+                    dst[t.lo..t.hi]
+                        .iter_mut()
+                        .zip(src[t.first..].iter().step_by(sw))
+                        .for_each(|(d, s)| *d = *s);
+                }
+            });
         }
-        dst[..t.lo].fill(0.0);
-        dst[t.hi..].fill(0.0);
-        let src = &img[t.img..t.img + iw];
-        let n = t.hi - t.lo;
-        if sw == 1 {
-            dst[t.lo..t.hi].copy_from_slice(&src[t.first..t.first + n]);
-        } else {
-            dst[t.lo..t.hi]
-                .iter_mut()
-                .zip(src[t.first..].iter().step_by(sw))
-                .for_each(|(d, s)| *d = *s);
-        }
-    });
-    Ok(())
-}
-
-/// The transpose of [`im2col`]: adds every column-matrix entry into the image value it was
-/// read from (padding entries are dropped). `img` is accumulated into, not overwritten.
-pub fn col2im(g: &ConvGeom, cols: &[f32], img: &mut [f32]) -> Result<()> {
-    g.validate()?;
-    g.check_len("col2im: image", img.len(), g.channels * g.in_len())?;
-    g.check_len("col2im: columns", cols.len(), g.col_rows() * g.out_len())?;
-    let (iw, sw) = (g.input[2], g.stride[2]);
-    Taps { g }.for_each(|t| {
-        if !t.src || t.lo >= t.hi {
-            return;
-        }
-        let src = &cols[t.col + t.lo..t.col + t.hi];
-        let dst = &mut img[t.img..t.img + iw];
-        if sw == 1 {
-            dst[t.first..t.first + src.len()]
-                .iter_mut()
-                .zip(src)
-                .for_each(|(d, s)| *d += *s);
-        } else {
-            dst[t.first..]
-                .iter_mut()
-                .step_by(sw)
-                .zip(src)
-                .for_each(|(d, s)| *d += *s);
-        }
-    });
-    Ok(())
-}
-
-/// Runs `f(sample, out_sample)` over the samples of `out` (`row_len` values each), in
-/// parallel when `parallel`; the first error wins.
-fn per_sample(
-    out: &mut [f32],
-    row_len: usize,
-    parallel: bool,
-    f: impl Fn(usize, &mut [f32]) -> Result<()> + Sync + Send,
-) -> Result<()> {
-    if row_len == 0 {
-        return Ok(());
-    }
-    if parallel {
-        out.par_chunks_mut(row_len)
-            .enumerate()
-            .try_for_each(|(n, r)| f(n, r))
+    };
+    let row_len = (nb * l).max(1);
+    if g.parallel() {
+        cols.par_chunks_mut(row_len).enumerate().for_each(one);
     } else {
-        out.chunks_mut(row_len)
-            .enumerate()
-            .try_for_each(|(n, r)| f(n, r))
+        cols.chunks_mut(row_len).enumerate().for_each(one);
     }
+}
+
+/// The transpose of [`im2col`]: adds every entry of `cols` into the image value it was read
+/// from (padding entries are dropped). Samples run in parallel; `dx_block` is overwritten.
+fn col2im(g: &ConvGeom, cols: &[f32], nb: usize, dx_block: &mut [f32]) {
+    let (l, img_len) = (g.out_len(), g.channels * g.in_len());
+    let (iw, sw) = (g.input[2], g.stride[2]);
+    let one = |(n, img): (usize, &mut [f32])| {
+        img.fill(0.0);
+        for r in 0..g.col_rows() {
+            let src_n = &cols[r * nb * l + n * l..r * nb * l + (n + 1) * l];
+            Taps { g }.row(r, |t| {
+                if !t.src || t.lo >= t.hi {
+                    return;
+                }
+                let src = &src_n[t.pos + t.lo..t.pos + t.hi];
+                let dst = &mut img[t.img..t.img + iw];
+                if sw == 1 {
+                    dst[t.first..t.first + src.len()]
+                        .iter_mut()
+                        .zip(src)
+                        .for_each(|(d, s)| *d += *s);
+                } else {
+                    dst[t.first..]
+                        .iter_mut()
+                        .step_by(sw)
+                        .zip(src)
+                        .for_each(|(d, s)| *d += *s);
+                }
+            });
+        }
+    };
+    if img_len == 0 {
+        return;
+    }
+    if g.parallel() {
+        dx_block.par_chunks_mut(img_len).enumerate().for_each(one);
+    } else {
+        dx_block.chunks_mut(img_len).enumerate().for_each(one);
+    }
+}
+
+/// Moves `(samples, filters, out)` ↔ `(filters, samples · out)`: the GEMMs work on the whole
+/// block at once, the arrays are sample-major. `to_sample_major` picks the direction;
+/// `bias` (per filter) is added on the way to sample-major.
+fn regroup(
+    g: &ConvGeom,
+    nb: usize,
+    from: &[f32],
+    to: &mut [f32],
+    to_sample_major: bool,
+    bias: Option<&[f32]>,
+) {
+    let (f, l) = (g.filters, g.out_len());
+    let one = |(n, y_n): (usize, &mut [f32])| {
+        for (fi, row) in y_n.chunks_mut(l.max(1)).enumerate() {
+            let src = &from[fi * nb * l + n * l..fi * nb * l + (n + 1) * l];
+            match bias {
+                Some(b) => row.iter_mut().zip(src).for_each(|(d, s)| *d = s + b[fi]),
+                None => row.copy_from_slice(src),
+            }
+        }
+    };
+    if to_sample_major {
+        if g.parallel() {
+            to.par_chunks_mut(f * l).enumerate().for_each(one);
+        } else {
+            to.chunks_mut(f * l).enumerate().for_each(one);
+        }
+    } else {
+        // (samples, filters, out) → (filters, samples · out): one filter row at a time.
+        for (fi, row) in to.chunks_mut(nb * l).enumerate().take(f) {
+            for n in 0..nb {
+                row[n * l..(n + 1) * l].copy_from_slice(&from[(n * f + fi) * l..][..l]);
+            }
+        }
+    }
+}
+
+/// Runs `f(first_sample, samples)` over blocks of samples whose transposed column matrix
+/// stays under [`BLOCK_VALUES`] (the whole batch for typical layers).
+fn for_blocks(g: &ConvGeom, mut f: impl FnMut(usize, usize) -> Result<()>) -> Result<()> {
+    let per = (g.col_rows() * g.out_len()).max(1);
+    let block = (BLOCK_VALUES / per).clamp(1, g.batch.max(1));
+    let mut n0 = 0;
+    while n0 < g.batch {
+        let nb = block.min(g.batch - n0);
+        f(n0, nb)?;
+        n0 += nb;
+    }
+    Ok(())
+}
+
+/// The weight of group `grp` as a `(filters/groups, col_rows/groups)` matrix.
+fn group_weight<'a>(g: &ConvGeom, w: &'a [f32], grp: usize) -> MatRef<'a, f32> {
+    let (fg, ckg) = (
+        g.filters_per_group(),
+        g.channels_per_group() * g.kernel_len(),
+    );
+    MatRef::row_major(&w[grp * fg * ckg..(grp + 1) * fg * ckg], fg, ckg)
+}
+
+/// Group `grp`'s rows of a column matrix, as `(col_rows/groups, positions)`.
+fn group_cols<'a>(g: &ConvGeom, cols: &'a [f32], positions: usize, grp: usize) -> MatRef<'a, f32> {
+    let ckg = g.channels_per_group() * g.kernel_len();
+    MatRef::row_major(
+        &cols[grp * ckg * positions..(grp + 1) * ckg * positions],
+        ckg,
+        positions,
+    )
 }
 
 /// Convolution forward: `y (batch, filters, output) = W ⊛ x (batch, channels, input)`, plus
-/// `bias (filters,)` when given. Each sample is unfolded with [`im2col`] into its own buffer
-/// and multiplied by each group's weight block through GEMM; samples run in parallel.
+/// `bias (filters,)` when given. A block of samples is unfolded at once ([`im2col`]) and
+/// each group is one GEMM over every position of every sample of the block — large products
+/// the GEMM runs near peak, instead of one small product per sample.
 pub fn conv_forward(
     g: &ConvGeom,
     x: &[f32],
@@ -338,43 +389,29 @@ pub fn conv_forward(
     if let Some(b) = bias {
         g.check_len("conv forward: bias", b.len(), f)?;
     }
-    let (fg, ck) = (
-        g.filters_per_group(),
-        g.channels_per_group() * g.kernel_len(),
-    );
-    let pointwise = g.is_pointwise();
-    per_sample(y, f * l, g.parallel(), |n, y_n| {
-        let x_n = &x[n * c * il..(n + 1) * c * il];
-        let buf;
-        let cols: &[f32] = if pointwise {
-            x_n
-        } else {
-            let mut b = vec![0.0f32; g.col_rows() * l];
-            im2col(g, x_n, &mut b)?;
-            buf = b;
-            &buf
-        };
-        if let Some(b) = bias {
-            y_n.chunks_mut(l.max(1))
-                .zip(b)
-                .for_each(|(row, v)| row.fill(*v));
-        }
+    let fg = g.filters_per_group();
+    for_blocks(g, |n0, nb| {
+        let mut cols = vec![0.0f32; nb * l * g.col_rows()];
+        im2col(g, &x[n0 * c * il..(n0 + nb) * c * il], nb, &mut cols);
+        let mut y_f = vec![0.0f32; f * nb * l];
         for grp in 0..g.groups {
             gemm(
-                MatRef::row_major(&w[grp * fg * ck..(grp + 1) * fg * ck], fg, ck),
-                MatRef::row_major(&cols[grp * ck * l..(grp + 1) * ck * l], ck, l),
-                &mut y_n[grp * fg * l..(grp + 1) * fg * l],
-                bias.is_some(),
+                group_weight(g, w, grp),
+                group_cols(g, &cols, nb * l, grp),
+                &mut y_f[grp * fg * nb * l..(grp + 1) * fg * nb * l],
+                false,
             )?;
         }
+        let y_block = &mut y[n0 * f * l..(n0 + nb) * f * l];
+        regroup(g, nb, &y_f, y_block, true, bias);
         Ok(())
     })
 }
 
 /// The transpose of [`conv_forward`] without bias: `dx (batch, channels, input)` from
 /// `dy (batch, filters, output)` — the data gradient of Convolution and the forward pass of
-/// Deconvolution. Per sample: columns = Wᵀ·dy through GEMM, then [`col2im`]. `dx` is
-/// overwritten.
+/// Deconvolution. Per block: columns = Wᵀ·dy through one GEMM per group, then [`col2im`].
+/// `dx` is overwritten.
 pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -> Result<()> {
     g.validate()?;
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
@@ -389,39 +426,42 @@ pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -
         dx.len(),
         g.batch * c * il,
     )?;
-    let (fg, ck) = (
+    let (fg, ck, ckg) = (
         g.filters_per_group(),
+        g.col_rows(),
         g.channels_per_group() * g.kernel_len(),
     );
-    let pointwise = g.is_pointwise();
-    per_sample(dx, c * il, g.parallel(), |n, dx_n| {
-        let dy_n = &dy[n * f * l..(n + 1) * f * l];
-        let mut buf = if pointwise {
-            Vec::new()
-        } else {
-            vec![0.0f32; g.col_rows() * l]
-        };
-        let cols: &mut [f32] = if pointwise { &mut *dx_n } else { &mut buf };
+    for_blocks(g, |n0, nb| {
+        let mut dy_f = vec![0.0f32; f * nb * l];
+        regroup(
+            g,
+            nb,
+            &dy[n0 * f * l..(n0 + nb) * f * l],
+            &mut dy_f,
+            false,
+            None,
+        );
+        let mut cols = vec![0.0f32; nb * l * ck];
         for grp in 0..g.groups {
             gemm(
-                MatRef::row_major(&w[grp * fg * ck..(grp + 1) * fg * ck], fg, ck).t(),
-                MatRef::row_major(&dy_n[grp * fg * l..(grp + 1) * fg * l], fg, l),
-                &mut cols[grp * ck * l..(grp + 1) * ck * l],
+                group_weight(g, w, grp).t(),
+                MatRef::row_major(
+                    &dy_f[grp * fg * nb * l..(grp + 1) * fg * nb * l],
+                    fg,
+                    nb * l,
+                ),
+                &mut cols[grp * ckg * nb * l..(grp + 1) * ckg * nb * l],
                 false,
             )?;
         }
-        if !pointwise {
-            dx_n.fill(0.0);
-            col2im(g, &buf, dx_n)?;
-        }
+        col2im(g, &cols, nb, &mut dx[n0 * c * il..(n0 + nb) * c * il]);
         Ok(())
     })
 }
 
-/// The weight gradient of [`conv_forward`]: `dw = Σ_n dy_n · im2col(x_n)ᵀ` per group, written
-/// (not accumulated) into `dw (filters, channels/groups, *kernel)`. Samples are summed in
-/// fixed groups of `WGRAD_SAMPLES` (in parallel) whose partial sums are then added in
-/// sample order, so the result does not depend on the thread count.
+/// The weight gradient of [`conv_forward`]: `dw = dy · im2col(x)ᵀ` per group over all
+/// positions of all samples (one GEMM per group and block, blocks accumulated in order),
+/// written (not accumulated) into `dw (filters, channels/groups, *kernel)`.
 pub fn conv_backward_weight(g: &ConvGeom, x: &[f32], dy: &[f32], dw: &mut [f32]) -> Result<()> {
     g.validate()?;
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
@@ -436,68 +476,39 @@ pub fn conv_backward_weight(g: &ConvGeom, x: &[f32], dy: &[f32], dw: &mut [f32])
         dw.len(),
         g.weight_len(),
     )?;
-    let (fg, ck) = (
+    let (fg, ckg) = (
         g.filters_per_group(),
         g.channels_per_group() * g.kernel_len(),
     );
-    let pointwise = g.is_pointwise();
-    let chunk = |ci: usize, acc: &mut [f32]| -> Result<()> {
-        let mut buf = if pointwise {
-            Vec::new()
-        } else {
-            vec![0.0f32; g.col_rows() * l]
-        };
-        let first = ci * WGRAD_SAMPLES;
-        for n in first..(first + WGRAD_SAMPLES).min(g.batch) {
-            let x_n = &x[n * c * il..(n + 1) * c * il];
-            let dy_n = &dy[n * f * l..(n + 1) * f * l];
-            let cols: &[f32] = if pointwise {
-                x_n
-            } else {
-                im2col(g, x_n, &mut buf)?;
-                &buf
-            };
-            for grp in 0..g.groups {
-                gemm(
-                    MatRef::row_major(&dy_n[grp * fg * l..(grp + 1) * fg * l], fg, l),
-                    MatRef::row_major(&cols[grp * ck * l..(grp + 1) * ck * l], ck, l).t(),
-                    &mut acc[grp * fg * ck..(grp + 1) * fg * ck],
-                    n > first,
-                )?;
-            }
+    if g.batch == 0 {
+        dw.fill(0.0);
+    }
+    for_blocks(g, |n0, nb| {
+        let mut cols = vec![0.0f32; nb * l * g.col_rows()];
+        im2col(g, &x[n0 * c * il..(n0 + nb) * c * il], nb, &mut cols);
+        let mut dy_f = vec![0.0f32; f * nb * l];
+        regroup(
+            g,
+            nb,
+            &dy[n0 * f * l..(n0 + nb) * f * l],
+            &mut dy_f,
+            false,
+            None,
+        );
+        for grp in 0..g.groups {
+            gemm(
+                MatRef::row_major(
+                    &dy_f[grp * fg * nb * l..(grp + 1) * fg * nb * l],
+                    fg,
+                    nb * l,
+                ),
+                group_cols(g, &cols, nb * l, grp).t(),
+                &mut dw[grp * fg * ckg..(grp + 1) * fg * ckg],
+                n0 > 0,
+            )?;
         }
         Ok(())
-    };
-    let chunks = g.batch.div_ceil(WGRAD_SAMPLES);
-    if chunks == 0 {
-        dw.fill(0.0);
-        return Ok(());
-    }
-    if chunks == 1 || !g.parallel() {
-        // Same grouping as the parallel path: chunk 0 straight into dw, later chunks added.
-        chunk(0, dw)?;
-        let mut part = vec![0.0f32; dw.len()];
-        for ci in 1..chunks {
-            chunk(ci, &mut part)?;
-            dw.iter_mut().zip(&part).for_each(|(d, p)| *d += *p);
-        }
-        return Ok(());
-    }
-    let parts: Vec<Vec<f32>> = (0..chunks)
-        .into_par_iter()
-        .map(|ci| {
-            let mut part = vec![0.0f32; dw.len()];
-            chunk(ci, &mut part).map(|_| part)
-        })
-        .collect::<Result<_>>()?;
-    let mut it = parts.iter();
-    if let Some(p0) = it.next() {
-        dw.copy_from_slice(p0);
-    }
-    for p in it {
-        dw.iter_mut().zip(p).for_each(|(d, v)| *d += *v);
-    }
-    Ok(())
+    })
 }
 
 /// Adds `bias[c]` to every value of channel `c` of `y (batch, channels, spatial)`.
@@ -751,13 +762,13 @@ mod tests {
     #[test]
     fn col2im_is_the_transpose_of_im2col() {
         for mut g in geoms() {
-            g.batch = 1;
-            let img = vals(g.channels * g.in_len(), 7);
-            let cols_in = vals(g.col_rows() * g.out_len(), 8);
+            g.batch = 2;
+            let img = vals(g.batch * g.channels * g.in_len(), 7);
+            let cols_in = vals(g.batch * g.col_rows() * g.out_len(), 8);
             let mut cols = vec![f32::NAN; cols_in.len()];
-            im2col(&g, &img, &mut cols).unwrap();
-            let mut back = vec![0.0f32; img.len()];
-            col2im(&g, &cols_in, &mut back).unwrap();
+            im2col(&g, &img, g.batch, &mut cols);
+            let mut back = vec![f32::NAN; img.len()];
+            col2im(&g, &cols_in, g.batch, &mut back);
             let lhs: f64 = cols.iter().zip(&cols_in).map(|(a, b)| (a * b) as f64).sum();
             let rhs: f64 = img.iter().zip(&back).map(|(a, b)| (a * b) as f64).sum();
             assert!((lhs - rhs).abs() < 1e-3, "{lhs} vs {rhs}");

@@ -37,7 +37,7 @@ pub use lr_scheduler::{
 pub use sgd::{DcasgdOptions, NagOptions, SgdOptions, SignumOptions};
 
 use crate::error::{Error, Result, ResultExt};
-use crate::kernels::par::{FlushDenormals, CHUNK, SERIAL_BELOW};
+use crate::kernels::par::{FlushDenormals, CHUNK};
 use crate::tensor::{DType, NDArray};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -1198,7 +1198,7 @@ mod tests {
 
     #[test]
     fn chunked_covers_every_element_once_with_aligned_states() {
-        for n in [0, 5, CHUNK, SERIAL_BELOW + 3] {
+        for n in [0, 5, CHUNK, UPDATE_SERIAL_BELOW + 3] {
             let mut w = vec![0.0f32; n];
             let g: Vec<f32> = (0..n).map(|i| i as f32).collect();
             let mut s = vec![0.0f32; n];
