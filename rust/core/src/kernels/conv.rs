@@ -4,6 +4,7 @@
 
 use super::gemm::{gemm, MatRef};
 use super::par::SERIAL_BELOW;
+use super::scratch::Scratch;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
@@ -237,12 +238,16 @@ fn im2col(g: &ConvGeom, x_block: &[f32], nb: usize, cols: &mut [f32]) {
                     dst.fill(0.0);
                     return;
                 }
-                dst[..t.lo].fill(0.0);
-                dst[t.hi..].fill(0.0);
+                if t.lo > 0 {
+                    dst[..t.lo].fill(0.0);
+                }
+                if t.hi < ow {
+                    dst[t.hi..].fill(0.0);
+                }
                 let src = &img[t.img..t.img + iw];
                 let k = t.hi - t.lo;
                 if sw == 1 {
-                    dst[t.lo..t.hi].copy_from_slice(&src[t.first..t.first + k]);
+                    copy_short(&mut dst[t.lo..t.hi], &src[t.first..t.first + k]);
                 } else {
                     dst[t.lo..t.hi]
                         .iter_mut()
@@ -257,6 +262,21 @@ fn im2col(g: &ConvGeom, x_block: &[f32], nb: usize, cols: &mut [f32]) {
         cols.par_chunks_mut(row_len).enumerate().for_each(one);
     } else {
         cols.chunks_mut(row_len).enumerate().for_each(one);
+    }
+}
+
+/// `dst.copy_from_slice(src)` for the short rows of im2col (often 8–32 values): fixed-size
+/// pieces compile to plain vector moves, where a variable-length copy calls memcpy once per
+/// row — hundreds of thousands of calls per batch.
+#[inline(always)]
+fn copy_short(dst: &mut [f32], src: &[f32]) {
+    let mut d = dst.chunks_exact_mut(8);
+    let mut s = src.chunks_exact(8);
+    for (d, s) in (&mut d).zip(&mut s) {
+        d.copy_from_slice(s);
+    }
+    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = *s;
     }
 }
 
@@ -391,9 +411,9 @@ pub fn conv_forward(
     }
     let fg = g.filters_per_group();
     for_blocks(g, |n0, nb| {
-        let mut cols = vec![0.0f32; nb * l * g.col_rows()];
+        let mut cols = Scratch::take(nb * l * g.col_rows());
         im2col(g, &x[n0 * c * il..(n0 + nb) * c * il], nb, &mut cols);
-        let mut y_f = vec![0.0f32; f * nb * l];
+        let mut y_f = Scratch::take(f * nb * l);
         for grp in 0..g.groups {
             gemm(
                 group_weight(g, w, grp),
@@ -432,7 +452,7 @@ pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -
         g.channels_per_group() * g.kernel_len(),
     );
     for_blocks(g, |n0, nb| {
-        let mut dy_f = vec![0.0f32; f * nb * l];
+        let mut dy_f = Scratch::take(f * nb * l);
         regroup(
             g,
             nb,
@@ -441,7 +461,7 @@ pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -
             false,
             None,
         );
-        let mut cols = vec![0.0f32; nb * l * ck];
+        let mut cols = Scratch::take(nb * l * ck);
         for grp in 0..g.groups {
             gemm(
                 group_weight(g, w, grp).t(),
@@ -484,9 +504,9 @@ pub fn conv_backward_weight(g: &ConvGeom, x: &[f32], dy: &[f32], dw: &mut [f32])
         dw.fill(0.0);
     }
     for_blocks(g, |n0, nb| {
-        let mut cols = vec![0.0f32; nb * l * g.col_rows()];
+        let mut cols = Scratch::take(nb * l * g.col_rows());
         im2col(g, &x[n0 * c * il..(n0 + nb) * c * il], nb, &mut cols);
-        let mut dy_f = vec![0.0f32; f * nb * l];
+        let mut dy_f = Scratch::take(f * nb * l);
         regroup(
             g,
             nb,

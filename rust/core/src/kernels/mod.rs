@@ -4,3 +4,4 @@ pub mod conv;
 pub mod gemm;
 pub mod par;
 pub mod pool;
+pub mod scratch;

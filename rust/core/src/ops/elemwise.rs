@@ -8,7 +8,9 @@ use crate::kernels::par;
 use crate::tensor::NDArray;
 use std::sync::Arc;
 
-/// A unary function: its value, and its derivative given the input `x` and output `y`.
+/// A unary function: its value, and its derivative given the input `x` and output `y`, each
+/// also as a whole-slice kernel (the element formula inlined into the loop, so it vectorises
+/// instead of making one indirect call per element).
 #[derive(Clone, Copy)]
 pub struct UnaryFn {
     /// MXNet's op name.
@@ -17,6 +19,10 @@ pub struct UnaryFn {
     pub f: fn(f32) -> f32,
     /// dy/dx from x and y.
     pub df: fn(f32, f32) -> f32,
+    /// `out[i] = f(x[i])`.
+    map: fn(&[f32], &mut [f32]),
+    /// `out[i] = g[i] · df(x[i], y[i])`.
+    grad: fn(&[f32], &[f32], &[f32], &mut [f32]),
 }
 
 impl std::fmt::Debug for UnaryFn {
@@ -25,8 +31,77 @@ impl std::fmt::Debug for UnaryFn {
     }
 }
 
-fn sigmoid(x: f32) -> f32 {
-    1.0 / (1.0 + (-x).exp())
+/// One table row from the element formulas.
+macro_rules! unary {
+    ($name:literal, |$x:ident| $f:expr, |$gx:pat_param, $gy:pat_param| $df:expr) => {
+        UnaryFn {
+            name: $name,
+            f: |$x: f32| -> f32 { $f },
+            df: |$gx: f32, $gy: f32| -> f32 { $df },
+            map: |xs: &[f32], out: &mut [f32]| {
+                for (o, &$x) in out.iter_mut().zip(xs) {
+                    *o = $f;
+                }
+            },
+            grad: |xs: &[f32], ys: &[f32], gs: &[f32], out: &mut [f32]| {
+                let n = out.len().min(xs.len()).min(ys.len()).min(gs.len());
+                let (xs, ys, gs) = (&xs[..n], &ys[..n], &gs[..n]);
+                for (i, o) in out[..n].iter_mut().enumerate() {
+                    let ($gx, $gy) = (xs[i], ys[i]);
+                    *o = gs[i] * $df;
+                }
+            },
+        }
+    };
+}
+
+/// e^x for float32 without a libm call: Cody–Waite range reduction and Cephes' expf
+/// polynomial (within 2 ulp over the float range), branch-free so loops over it vectorise.
+/// Inputs are clamped to [-87.3, 88.7]: beyond them e^x is (nearly) 0 or infinite in float32.
+#[inline(always)]
+pub fn fast_exp(x: f32) -> f32 {
+    let x = x.clamp(-87.336_55, 88.722_83);
+    // n = round(x / ln 2) by the 1.5·2^23 trick (exact in float32 arithmetic, no libm).
+    let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let z = r * r;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+        + 0.166_666_65)
+        * r
+        + 0.5;
+    let y = p * z + r + 1.0;
+    // 2^n through the exponent bits, in two halves so each stays a normal float over the
+    // whole clamped range (n in [-126, 128]; the product may be denormal or f32::MAX-ish).
+    let n = n as i32;
+    let half = n >> 1;
+    let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+    y * pow2(half) * pow2(n - half)
+}
+
+/// tanh for float32 (Cephes' tanhf: an odd polynomial below 0.625, 1 − 2/(e^{2|x|} + 1)
+/// above; within a few ulp), branch-free for vectorised loops.
+#[inline(always)]
+pub fn fast_tanh(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let small =
+        ((((-5.704_988_7e-3 * z + 2.063_908_9e-2) * z - 5.373_971_6e-2) * z + 0.133_314_42) * z
+            - 0.333_332_82)
+            * z
+            * x
+            + x;
+    let large = 1.0 - 2.0 / (fast_exp(2.0 * a) + 1.0);
+    if a < 0.625 {
+        small
+    } else {
+        large.copysign(x)
+    }
+}
+
+/// The logistic function 1 / (1 + e^-x).
+#[inline(always)]
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + fast_exp(-x))
 }
 
 // log(1 + e^x) without overflow for large x.
@@ -40,69 +115,28 @@ fn softrelu(x: f32) -> f32 {
 
 /// The table: value formula and derivative formula side by side.
 pub static UNARY: &[UnaryFn] = &[
-    UnaryFn {
-        name: "exp",
-        f: |x| x.exp(),
-        df: |_, y| y,
-    },
-    UnaryFn {
-        name: "log",
-        f: |x| x.ln(),
-        df: |x, _| 1.0 / x,
-    },
-    UnaryFn {
-        name: "sqrt",
-        f: |x| x.sqrt(),
-        df: |_, y| 0.5 / y,
-    },
-    UnaryFn {
-        name: "square",
-        f: |x| x * x,
-        df: |x, _| 2.0 * x,
-    },
-    UnaryFn {
-        name: "abs",
-        f: |x| x.abs(),
-        df: |x, _| {
-            if x > 0.0 {
-                1.0
-            } else if x < 0.0 {
-                -1.0
-            } else {
-                0.0
-            }
-        },
-    },
-    UnaryFn {
-        name: "negative",
-        f: |x| -x,
-        df: |_, _| -1.0,
-    },
-    UnaryFn {
-        name: "relu",
-        f: |x| if x > 0.0 { x } else { 0.0 },
-        df: |x, _| if x > 0.0 { 1.0 } else { 0.0 },
-    },
-    UnaryFn {
-        name: "sigmoid",
-        f: sigmoid,
-        df: |_, y| y * (1.0 - y),
-    },
-    UnaryFn {
-        name: "tanh",
-        f: |x| x.tanh(),
-        df: |_, y| 1.0 - y * y,
-    },
-    UnaryFn {
-        name: "softrelu",
-        f: softrelu,
-        df: |x, _| sigmoid(x),
-    },
-    UnaryFn {
-        name: "softsign",
-        f: |x| x / (1.0 + x.abs()),
-        df: |x, _| 1.0 / ((1.0 + x.abs()) * (1.0 + x.abs())),
-    },
+    unary!("exp", |x| fast_exp(x), |_, y| y),
+    unary!("log", |x| x.ln(), |x, _| 1.0 / x),
+    unary!("sqrt", |x| x.sqrt(), |_, y| 0.5 / y),
+    unary!("square", |x| x * x, |x, _| 2.0 * x),
+    unary!("abs", |x| x.abs(), |x, _| if x > 0.0 {
+        1.0
+    } else if x < 0.0 {
+        -1.0
+    } else {
+        0.0
+    }),
+    unary!("negative", |x| -x, |_, _| -1.0),
+    unary!(
+        "relu",
+        |x| if x > 0.0 { x } else { 0.0 },
+        |x, _| if x > 0.0 { 1.0 } else { 0.0 }
+    ),
+    unary!("sigmoid", |x| sigmoid(x), |_, y| y * (1.0 - y)),
+    unary!("tanh", |x| fast_tanh(x), |_, y| 1.0 - y * y),
+    unary!("softrelu", |x| softrelu(x), |x, _| sigmoid(x)),
+    unary!("softsign", |x| x / (1.0 + x.abs()), |x, _| 1.0
+        / ((1.0 + x.abs()) * (1.0 + x.abs()))),
 ];
 
 /// The table row named `name`.
@@ -111,13 +145,11 @@ pub fn unary_fn(name: &str) -> Option<UnaryFn> {
 }
 
 /// y = f(x) elementwise, in parallel chunks.
-pub fn map_unary(x: &NDArray, f: fn(f32) -> f32, what: &str) -> Result<NDArray> {
+pub fn map_unary(x: &NDArray, u: &UnaryFn, what: &str) -> Result<NDArray> {
     let xs = x.f32s(what)?;
     let mut out = vec![0.0f32; xs.len()];
     par::for_each_chunk_mut(&mut out, |start, chunk| {
-        for (o, &v) in chunk.iter_mut().zip(&xs[start..]) {
-            *o = f(v);
-        }
+        (u.map)(&xs[start..start + chunk.len()], chunk)
     });
     NDArray::from_f32(x.shape(), out)
 }
@@ -127,18 +159,45 @@ pub fn unary_grad(
     x: &NDArray,
     y: &NDArray,
     g: &NDArray,
-    df: fn(f32, f32) -> f32,
+    u: &UnaryFn,
     what: &str,
 ) -> Result<NDArray> {
     let (xs, ys, gs) = (x.f32s(what)?, y.f32s(what)?, g.f32s(what)?);
     let mut out = vec![0.0f32; xs.len()];
     par::for_each_chunk_mut(&mut out, |start, chunk| {
-        for (i, o) in chunk.iter_mut().enumerate() {
-            let j = start + i;
-            *o = gs[j] * df(xs[j], ys[j]);
-        }
+        let end = start + chunk.len();
+        (u.grad)(&xs[start..end], &ys[start..end], &gs[start..end], chunk)
     });
     NDArray::from_f32(x.shape(), out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_exp_tanh_sigmoid_match_libm() {
+        let mut worst = [0.0f64; 3];
+        for i in -200_000..=200_000 {
+            let x = i as f32 * 4.4e-4; // [-88, 88]
+            let rel = |a: f32, b: f32| ((a as f64 - b as f64) / (b as f64).abs().max(1e-30)).abs();
+            if x > -87.0 {
+                worst[0] = worst[0].max(rel(fast_exp(x), x.exp())); // below: denormals
+            }
+            worst[1] = worst[1].max(rel(fast_tanh(x), x.tanh()));
+            worst[2] = worst[2].max(rel(sigmoid(x), 1.0 / (1.0 + (-x).exp())));
+        }
+        assert!(worst.iter().all(|&w| w < 2e-6), "{worst:?}");
+        for x in [1e-30f32, -3e-8, 0.6249, 0.625, -0.7, 9.0, -100.0, 100.0] {
+            assert!(
+                (fast_tanh(x) - x.tanh()).abs() <= 2e-7 * x.tanh().abs().max(1e-30),
+                "{x}"
+            );
+        }
+        assert!(fast_exp(-1000.0) > 0.0 && fast_exp(-1000.0) < 1.2e-38);
+        assert!(fast_exp(1000.0) > 3e38);
+        assert!(fast_tanh(f32::NAN).is_nan() && fast_exp(f32::NAN).is_nan());
+    }
 }
 
 /// An operator applying one `UnaryFn`.
@@ -165,7 +224,7 @@ impl Operator for Unary {
         inputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
-        Ok(vec![map_unary(&inputs[0], self.0.f, self.0.name)?])
+        Ok(vec![map_unary(&inputs[0], &self.0, self.0.name)?])
     }
     fn backward(
         &self,
@@ -179,7 +238,7 @@ impl Operator for Unary {
             &inputs[0],
             &outputs[0],
             &g[0],
-            self.0.df,
+            &self.0,
             self.0.name,
         )?)])
     }
