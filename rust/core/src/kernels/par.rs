@@ -5,9 +5,10 @@
 
 use rayon::prelude::*;
 
-/// Elements below which elementwise work stays on the calling thread: spawning costs more
-/// than it saves for small arrays.
-pub const SERIAL_BELOW: usize = 1 << 15;
+/// Elements below which elementwise work stays on the calling thread: waking the pool costs
+/// tens of microseconds here, about what one thread needs for 128k elements of a
+/// memory-bound elementwise pass.
+pub const SERIAL_BELOW: usize = 1 << 17;
 
 /// The fixed chunk length for parallel elementwise work and ordered reductions.
 pub const CHUNK: usize = 1 << 14;
