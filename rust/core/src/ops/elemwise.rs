@@ -61,8 +61,12 @@ macro_rules! unary {
 #[inline(always)]
 pub fn fast_exp(x: f32) -> f32 {
     let x = x.clamp(-87.336_55, 88.722_83);
-    // n = round(x / ln 2) by the 1.5·2^23 trick (exact in float32 arithmetic, no libm).
-    let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+    // n = round(x / ln 2) by the 1.5·2^23 trick: after adding the magic number the integer
+    // sits in the low mantissa bits, so both the float n and the integer n come without a
+    // float→int conversion (which would keep the loop from vectorising).
+    let t = x * std::f32::consts::LOG2_E + 12_582_912.0;
+    let n = t - 12_582_912.0;
+    let ni = t.to_bits() as i32 - 0x4B40_0000;
     let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
     let z = r * r;
     let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
@@ -72,10 +76,9 @@ pub fn fast_exp(x: f32) -> f32 {
     let y = p * z + r + 1.0;
     // 2^n through the exponent bits, in two halves so each stays a normal float over the
     // whole clamped range (n in [-126, 128]; the product may be denormal or f32::MAX-ish).
-    let n = n as i32;
-    let half = n >> 1;
+    let half = ni >> 1;
     let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
-    y * pow2(half) * pow2(n - half)
+    y * pow2(half) * pow2(ni - half)
 }
 
 /// tanh for float32 (Cephes' tanhf: an odd polynomial below 0.625, 1 − 2/(e^{2|x|} + 1)

@@ -2,6 +2,7 @@
 //! (softmax over one axis of an (outer, n, inner) layout, and its exact backward) are also what
 //! `SoftmaxOutput` (ops/loss.rs) computes, so the math exists once.
 
+use super::elemwise::fast_exp;
 use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
@@ -105,7 +106,7 @@ fn softmax_row(x: &[f32], out: &mut [f32], inv_t: f32, log: bool, len: usize) {
     let o = &mut out[..len];
     if log {
         for &v in xs {
-            sum += ((v * inv_t - m).exp()) as f64;
+            sum += fast_exp(v * inv_t - m) as f64;
         }
         let lse = m + (sum as f32).ln();
         o.iter_mut()
@@ -113,7 +114,7 @@ fn softmax_row(x: &[f32], out: &mut [f32], inv_t: f32, log: bool, len: usize) {
             .for_each(|(o, &v)| *o = v * inv_t - lse);
     } else {
         for (o, &v) in o.iter_mut().zip(xs) {
-            let e = (v * inv_t - m).exp();
+            let e = fast_exp(v * inv_t - m);
             *o = e;
             sum += e as f64;
         }
@@ -158,7 +159,7 @@ pub(crate) fn softmax_forward(
         for k in 0..n {
             for j in 0..inner {
                 if k < lens[j] {
-                    let e = (xb[k * inner + j] * inv_t - m[j]).exp();
+                    let e = fast_exp(xb[k * inner + j] * inv_t - m[j]);
                     s[j] += e as f64;
                     ob[k * inner + j] = e;
                 }
