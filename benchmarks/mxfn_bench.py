@@ -55,7 +55,8 @@ def lenet():
 
 
 def train(sym, x, y, batch, lr, epochs, xval=None, yval=None):
-    """Returns (best epoch seconds, module, validation accuracy or None) — the peers' loop."""
+    """Returns (best epoch seconds, module, validation accuracy or None, resident MB after each
+    epoch) — the peers' loop."""
     mx.random.seed(42)
     it = mx.io.ndarray_iter(x, label=y, batch_size=batch, shuffle=True, seed=42)
     mod = m.module(sym, contexts=[mx.cpu()])
@@ -63,7 +64,7 @@ def train(sym, x, y, batch, lr, epochs, xval=None, yval=None):
     m.init_params(mod, initializer=mx.init.xavier())
     m.init_optimizer(mod, optimizer="sgd", optimizer_params={"learning_rate": lr, "momentum": 0.9})
     metric = mx.metric.accuracy()
-    times = []
+    times, rss = [], []
     for _ in range(epochs):
         mx.io.reset(it)
         mx.metric.reset(metric)
@@ -73,19 +74,29 @@ def train(sym, x, y, batch, lr, epochs, xval=None, yval=None):
             m.update(mod)
             m.update_metric(mod, metric, mx.io.batch_label(b))
         times.append(time.perf_counter() - t)
+        rss.append(_resident_mb())
     acc = None
     if xval is not None:
         acc = dict(m.score(mod, eval_data=mx.io.ndarray_iter(xval, label=yval, batch_size=1000),
                            eval_metric="acc"))["accuracy"]
-    return min(times), mod, acc
+    return min(times), mod, acc, rss
+
+
+def _resident_mb():
+    """This process's current resident memory in MB (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return round(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except OSError:
+        return None
 
 
 def main(which):
     xtr, ytr, xte, yte = load()
     if {"mlp-b100", "predict-b1000", "latency-b1"} & set(which):
-        secs, mod, acc = train(mlp(), xtr, ytr, 100, 0.1, 2, xte, yte)
+        secs, mod, acc, rss = train(mlp(), xtr, ytr, 100, 0.1, 2, xte, yte)
         if "mlp-b100" in which:
-            emit("mlp-b100", len(xtr) / secs, "samples/s", val_acc=acc)
+            emit("mlp-b100", len(xtr) / secs, "samples/s", val_acc=acc, rss_per_epoch_mb=rss)
         params = m.get_params(mod)
         if "predict-b1000" in which:
             pmod = m.module(mlp())
@@ -111,10 +122,10 @@ def main(which):
                 lat.append(time.perf_counter() - t)
             emit("latency-b1", float(np.median(lat[100:]) * 1e6), "us")
     if "mlp-b10" in which:
-        secs, _, _ = train(mlp(), xtr[:10000], ytr[:10000], 10, 0.01, 1)
+        secs, *_ = train(mlp(), xtr[:10000], ytr[:10000], 10, 0.01, 1)
         emit("mlp-b10", 10000 / secs, "samples/s")
     if "lenet-b100" in which:
-        secs, _, _ = train(lenet(), xtr[:10000].reshape(-1, 1, 28, 28), ytr[:10000], 100, 0.1, 2)
+        secs, *_ = train(lenet(), xtr[:10000].reshape(-1, 1, 28, 28), ytr[:10000], 100, 0.1, 2)
         emit("lenet-b100", 10000 / secs, "samples/s")
     if "gemm-1024" in which:
         a = mx.nd.array(np.random.rand(1024, 1024))

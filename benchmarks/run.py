@@ -4,13 +4,15 @@ PyTorch where its venv exists) in one run, and prints the table with the ratios 
 usage: python benchmarks/run.py [WORKLOAD ...]
 Peers come from ../shared/bench (or benchmarks/peers) and their venvs from .venv-peers/
 (benchmarks/setup_peers.sh mxnet [torch]). Ratios are "better than 1 = mxfn ahead": for
-latency (lower is better) the ratio is peer / mxfn.
+latency and memory (lower is better) the ratio is peer / mxfn. mlp-b100 is also run alone per
+system to report its peak resident memory (row mlp-b100-peak-rss).
 """
 
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -25,16 +27,24 @@ def _peer_dir():
 
 
 def run(cmd, env=None):
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        print(f"# {' '.join(cmd[:2])} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+    """Runs a benchmark script: its JSON rows, and its peak resident memory in MB (the child's
+    own rusage from wait4, not a sum over every child this script ran)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if proc.returncode != 0:
+        print(f"# {' '.join(cmd[:2])} failed:\n{stderr[-2000:]}", file=sys.stderr)
     rows = []
-    for line in out.stdout.splitlines():
+    for line in stdout.splitlines():
         try:
             rows.append(json.loads(line))
         except ValueError:
             pass
-    return rows
+    return rows, usage.ru_maxrss / 1024  # Linux reports KB
 
 
 def main(which):
@@ -48,10 +58,21 @@ def main(which):
         if peers and os.path.exists(py):
             jobs.append((name, [py, os.path.join(peers, f"{name}_bench.py"), *which]))
     for label, cmd in jobs:
-        for row in run(cmd, env):
+        rows, _ = run(cmd, env)
+        for row in rows:
             results.setdefault(row["workload"], {})[row["system"]] = row
             if row["system"] not in systems:
                 systems.append(row["system"])
+    if "mlp-b100" in which:
+        # Peak memory of mlp-b100 training alone (one process per system: data + 2 epochs).
+        for label, cmd in jobs:
+            rows, peak = run([*cmd[:2], "mlp-b100"], env)
+            if rows:
+                system = rows[0]["system"]
+                results.setdefault("mlp-b100-peak-rss", {})[system] = {"value": peak, "unit": "MB"}
+                if "rss_per_epoch_mb" in rows[0]:
+                    print(f"# {system} mlp-b100 resident MB after each epoch: {rows[0]['rss_per_epoch_mb']}")
+        which = [*which, "mlp-b100-peak-rss"]
     mine = next((s for s in systems if s.startswith("mxfn")), None)
     head = f"{'workload':<14}" + "".join(f"{s:>22}" for s in systems)
     head += "".join(f"{'mxfn/' + s.split('-')[0]:>14}" for s in systems if s != mine)
@@ -65,7 +86,7 @@ def main(which):
                 continue
             if mine in row and s in row and row[s]["value"] > 0:
                 r = row[mine]["value"] / row[s]["value"]
-                if unit == "us":
+                if unit in ("us", "MB"):
                     r = 1 / r  # lower is better
                 line += f"{r:>14.2f}"
             else:
