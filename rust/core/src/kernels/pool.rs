@@ -113,6 +113,18 @@ impl PoolGeom {
             .collect()
     }
 
+    /// 2-D 2×2 windows at stride 2 without padding, each inside the input: LeNet-style max
+    /// pooling, served by a loop without per-window bookkeeping.
+    fn is_max2x2(&self) -> bool {
+        self.input[0] == 1
+            && self.output[0] == 1
+            && self.kernel == [1, 2, 2]
+            && self.stride == [1, 2, 2]
+            && self.pad == [0, 0, 0]
+            && 2 * self.output[1] <= self.input[1]
+            && 2 * self.output[2] <= self.input[2]
+    }
+
     fn check(&self, what: &str, pairs: &[(&str, usize, usize)]) -> Result<()> {
         if self.stride.contains(&0) {
             return Err(Error::invalid(
@@ -192,6 +204,23 @@ pub fn pool_forward(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f32]) -> R
             ("output", y.len(), g.planes * ol),
         ],
     )?;
+    if kind == PoolKind::Max && g.is_max2x2() {
+        let (iw, ow) = (g.input[2], g.output[2]);
+        for_each_row_mut(y, ol, |p, y_p| {
+            let x_p = &x[p * il..(p + 1) * il];
+            for (oy, y_row) in y_p.chunks_exact_mut(ow).enumerate() {
+                let (r0, r1) = (&x_p[2 * oy * iw..], &x_p[(2 * oy + 1) * iw..]);
+                for (ox, out) in y_row.iter_mut().enumerate() {
+                    let mut m = f32::MIN;
+                    for v in [r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]] {
+                        m = if v > m { v } else { m }; // as below: NaN never wins
+                    }
+                    *out = m;
+                }
+            }
+        });
+        return Ok(());
+    }
     let (sz, sy, sx) = (g.spans(0), g.spans(1), g.spans(2));
     let [_, ih, iw] = g.input;
     for_each_row_mut(y, ol, |p, y_p| {
@@ -267,6 +296,30 @@ pub fn pool_backward(
             ("data gradient", dx.len(), g.planes * il),
         ],
     )?;
+    if kind == PoolKind::Max && g.is_max2x2() {
+        let (iw, ow) = (g.input[2], g.output[2]);
+        for_each_row_mut(dx, il, |p, dx_p| {
+            dx_p.fill(0.0);
+            let x_p = &x[p * il..(p + 1) * il];
+            let (y_p, dy_p) = (&y[p * ol..(p + 1) * ol], &dy[p * ol..(p + 1) * ol]);
+            for oy in 0..g.output[1] {
+                for ox in 0..ow {
+                    let o = oy * ow + ox;
+                    // The first window position (row-major) holding the maximum gets it all.
+                    let at = [
+                        2 * oy * iw + 2 * ox,
+                        2 * oy * iw + 2 * ox + 1,
+                        (2 * oy + 1) * iw + 2 * ox,
+                        (2 * oy + 1) * iw + 2 * ox + 1,
+                    ];
+                    if let Some(&i) = at.iter().find(|&&i| x_p[i] == y_p[o]) {
+                        dx_p[i] += dy_p[o];
+                    }
+                }
+            }
+        });
+        return Ok(());
+    }
     let (sz, sy, sx) = (g.spans(0), g.spans(1), g.spans(2));
     let [_, ih, iw] = g.input;
     for_each_row_mut(dx, il, |p, dx_p| {
@@ -360,6 +413,7 @@ mod tests {
         use PoolConvention::*;
         vec![
             geom([1, 4, 4], [1, 2, 2], [1, 2, 2], [0; 3], Valid),
+            geom([1, 5, 7], [1, 2, 2], [1, 2, 2], [0; 3], Valid), // 2×2 fast path, odd sizes
             geom([1, 5, 5], [1, 3, 3], [1, 1, 1], [0, 1, 1], Valid),
             geom([1, 5, 6], [1, 3, 3], [1, 2, 2], [0; 3], Full),
             geom([1, 6, 5], [1, 3, 2], [1, 2, 2], [0, 1, 1], Full),
