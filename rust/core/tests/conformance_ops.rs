@@ -9,40 +9,9 @@
 use mxfn_core::executor::{Executor, GradReq};
 use mxfn_core::symbol::json::load_json;
 use mxfn_core::{Context, DType, NDArray};
-use ndarray_npy::NpzReader;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::fs::File;
-use std::path::PathBuf;
-
-fn conformance_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/conformance")
-}
-
-fn read_npz(path: &std::path::Path) -> HashMap<String, NDArray> {
-    let mut npz = NpzReader::new(File::open(path).unwrap()).unwrap();
-    let names = npz.names().unwrap();
-    let mut out = HashMap::new();
-    for n in names {
-        let key = n.trim_end_matches(".npy").to_string();
-        let arr = if let Ok(a) = npz.by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&n) {
-            NDArray::from_array(a)
-        } else if let Ok(a) = npz.by_name::<ndarray::OwnedRepr<f64>, ndarray::IxDyn>(&n) {
-            NDArray::from_array(a)
-        } else if let Ok(a) = npz.by_name::<ndarray::OwnedRepr<i64>, ndarray::IxDyn>(&n) {
-            NDArray::from_array(a)
-        } else if let Ok(a) = npz.by_name::<ndarray::OwnedRepr<i32>, ndarray::IxDyn>(&n) {
-            NDArray::from_array(a)
-        } else {
-            panic!("{}: cannot read {n}", path.display());
-        };
-        out.insert(key, arr);
-    }
-    out
-}
+mod common;
+use common::{conformance_dir, read_npz};
 
 fn close(what: &str, got: &NDArray, want: &NDArray, rtol: f64, atol: f64) -> Result<(), String> {
     if got.shape() != want.shape() {

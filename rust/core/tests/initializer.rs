@@ -7,41 +7,18 @@
 use mxfn_core::initializer::{Initializer, NameMatcher};
 use mxfn_core::tensor::random;
 use mxfn_core::{DType, NDArray};
-use ndarray_npy::NpzReader;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::path::PathBuf;
 use std::sync::Mutex;
+mod common;
+use common::{conformance_dir, read_npz};
 
 /// Tests that draw random numbers hold this, so `seed` → same numbers holds under parallel tests.
 static RNG: Mutex<()> = Mutex::new(());
 
-fn conformance_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/conformance")
-}
-
 fn cases() -> Value {
     let p = conformance_dir().join("init/cases.json");
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-}
-
-fn read_npz(path: &PathBuf) -> HashMap<String, NDArray> {
-    let mut npz = NpzReader::new(File::open(path).unwrap()).unwrap();
-    let mut out = HashMap::new();
-    for n in npz.names().unwrap() {
-        let a = npz
-            .by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&n)
-            .unwrap();
-        out.insert(
-            n.trim_end_matches(".npy").to_string(),
-            NDArray::from_array(a),
-        );
-    }
-    out
 }
 
 fn simple(spec: &Value) -> Initializer {

@@ -5,34 +5,10 @@
 
 use mxfn_core::metric::{Average, CustomFn, EvalMetric};
 use mxfn_core::NDArray;
-use ndarray_npy::NpzReader;
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::fs::File;
-use std::path::PathBuf;
 use std::sync::Arc;
-
-fn conformance_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/conformance")
-}
-
-fn read_npz(path: &PathBuf) -> HashMap<String, NDArray> {
-    let mut npz = NpzReader::new(File::open(path).unwrap()).unwrap();
-    let mut out = HashMap::new();
-    for n in npz.names().unwrap() {
-        let a = npz
-            .by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&n)
-            .unwrap();
-        out.insert(
-            n.trim_end_matches(".npy").to_string(),
-            NDArray::from_array(a),
-        );
-    }
-    out
-}
+mod common;
+use common::{conformance_dir, read_npz};
 
 /// The case's custom functions, written in Rust (the Python versions run in pytest).
 fn custom(name: &str) -> CustomFn {

@@ -11,40 +11,17 @@ use mxfn_core::module::{
 use mxfn_core::optimizer::{create, Hyper, OptimizerOptions};
 use mxfn_core::symbol::Symbol;
 use mxfn_core::{Context, Error, NDArray};
-use ndarray_npy::NpzReader;
-use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+mod common;
+use common::{assert_close, read_npz};
 
 fn ckpt_dir() -> PathBuf {
     if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
         return PathBuf::from(d).join("checkpoints");
     }
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/conformance/checkpoints")
-}
-
-fn read_npz(path: &std::path::Path) -> HashMap<String, NDArray> {
-    let mut npz = NpzReader::new(File::open(path).unwrap()).unwrap();
-    let mut out = HashMap::new();
-    for n in npz.names().unwrap() {
-        let key = n.trim_end_matches(".npy").to_string();
-        let a = npz
-            .by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&n)
-            .unwrap();
-        out.insert(key, NDArray::from_array(a));
-    }
-    out
-}
-
-fn assert_close(what: &str, got: &NDArray, want: &NDArray, rtol: f64, atol: f64) {
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
-        assert!(
-            (g - w).abs() <= atol + rtol * w.abs(),
-            "{what}[{i}]: {g}, expected {w}"
-        );
-    }
 }
 
 fn mlp() -> Symbol {

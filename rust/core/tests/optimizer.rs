@@ -9,19 +9,11 @@ use mxfn_core::optimizer::{
 };
 use mxfn_core::tensor::random;
 use mxfn_core::{NDArray, Result};
-use ndarray_npy::NpzReader;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-
-fn conformance_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/conformance")
-}
+mod common;
+use common::{conformance_dir, read_npz};
 
 fn cases(area: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(conformance_dir().join(area).join("cases.json")).unwrap();
@@ -30,18 +22,6 @@ fn cases(area: &str) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
-}
-
-fn read_npz(path: &PathBuf) -> HashMap<String, NDArray> {
-    let mut npz = NpzReader::new(File::open(path).unwrap()).unwrap();
-    let mut out = HashMap::new();
-    for n in npz.names().unwrap() {
-        let a = npz
-            .by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&n)
-            .unwrap();
-        out.insert(n, NDArray::from_array(a));
-    }
-    out
 }
 
 fn arr(v: &[f32]) -> NDArray {

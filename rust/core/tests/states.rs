@@ -7,12 +7,11 @@ use mxfn_core::io::{DataBatch, DataDesc};
 use mxfn_core::module::states::{decode, encode, load};
 use mxfn_core::module::{states_path, BindOptions, Module, ModuleOptions, OptimizerInit};
 use mxfn_core::optimizer::{create, Hyper, OptimizerOptions, State};
-use mxfn_core::{DType, Error, NDArray};
-use ndarray_npy::NpzReader;
-use std::collections::HashMap;
-use std::fs::File;
-use std::path::{Path, PathBuf};
+use mxfn_core::{DType, Error};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+mod common;
+use common::{assert_close, read_npz};
 
 fn ckpt_dir() -> PathBuf {
     if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
@@ -27,31 +26,6 @@ fn scratch(name: &str) -> PathBuf {
     std::fs::remove_dir_all(&d).ok();
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn read_npz(path: &Path) -> HashMap<String, NDArray> {
-    let mut npz = NpzReader::new(File::open(path).unwrap()).unwrap();
-    let mut out = HashMap::new();
-    for n in npz.names().unwrap() {
-        let a = npz
-            .by_name::<ndarray::OwnedRepr<f32>, ndarray::IxDyn>(&n)
-            .unwrap();
-        out.insert(
-            n.trim_end_matches(".npy").to_string(),
-            NDArray::from_array(a),
-        );
-    }
-    out
-}
-
-fn assert_close(what: &str, got: &NDArray, want: &NDArray, rtol: f64, atol: f64) {
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    for (i, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
-        assert!(
-            (g - w).abs() <= atol + rtol * w.abs(),
-            "{what}[{i}]: {g}, expected {w}"
-        );
-    }
 }
 
 fn sgd_momentum() -> Arc<Mutex<mxfn_core::optimizer::Optimizer>> {

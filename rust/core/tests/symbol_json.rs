@@ -12,14 +12,8 @@ use mxfn_core::error::Error;
 use mxfn_core::ops;
 use mxfn_core::symbol::json::{load, load_json, save, to_json};
 use serde_json::Value;
-use std::path::PathBuf;
-
-fn conformance_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
-        return PathBuf::from(d);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/conformance")
-}
+mod common;
+use common::conformance_dir;
 
 fn checkpoint(name: &str) -> String {
     let p = conformance_dir().join("checkpoints").join(name);
