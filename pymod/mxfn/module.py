@@ -617,9 +617,8 @@ def install_monitor(mod, monitor) -> Module:
     mod = _mod("install_monitor", mod)
     if monitor is not None and not hasattr(monitor, "stat_helper"):
         raise TypeError(f"module.install_monitor: expected an mx.monitor value, got {type(monitor).__name__}")
-    old = getattr(mod, "_monitor", None)
-    if old is not None and old is not monitor:
-        old.sources.pop(("module", id(mod)), None)
+    if mod._monitor is not None and mod._monitor is not monitor:
+        mod._monitor.sources.pop(("module", id(mod)), None)
     mod._monitor = monitor
     _install(mod, monitor)
     if monitor is not None:

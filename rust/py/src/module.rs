@@ -524,12 +524,6 @@ fn mod_set_monitor(h: &ModuleHandle, f: Option<PyObject>) {
     h.lock().install_monitor(factory);
 }
 
-/// The batch slices `(begin, end)` of the devices.
-#[pyfunction]
-fn mod_slices(h: &ModuleHandle) -> Vec<(usize, usize)> {
-    h.lock().slices().to_vec()
-}
-
 /// Registers the module functions on `mxfn._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ModuleHandle>()?;
@@ -561,7 +555,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mod_save_params, m)?)?;
     m.add_function(wrap_pyfunction!(mod_save_states, m)?)?;
     m.add_function(wrap_pyfunction!(mod_load_states, m)?)?;
-    m.add_function(wrap_pyfunction!(mod_slices, m)?)?;
     m.add_function(wrap_pyfunction!(mod_set_monitor, m)?)?;
     Ok(())
 }

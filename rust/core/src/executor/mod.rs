@@ -382,19 +382,12 @@ impl Executor {
         Ok(())
     }
 
-    /// Takes argument `name` out, leaving an empty placeholder until `put_arg` returns it:
-    /// lets the module own the only reference to a weight and update it in place.
-    pub(crate) fn take_arg(&mut self, name: &str) -> Result<NDArray> {
+    /// Argument `name` for an in-place change (same shape and dtype: the module's optimizer
+    /// updates weights through it). A pass's values never hold variables, so with no other
+    /// holder the change needs no copy.
+    pub(crate) fn arg_mut(&mut self, name: &str) -> Result<&mut NDArray> {
         let i = self.arg_index(name)?;
-        let placeholder = NDArray::zeros(&[0], self.arg_arrays[i].dtype());
-        Ok(std::mem::replace(&mut self.arg_arrays[i], placeholder))
-    }
-
-    /// Puts back an argument taken by `take_arg` (same shape and dtype, so unchecked).
-    pub(crate) fn put_arg(&mut self, name: &str, value: NDArray) -> Result<()> {
-        let i = self.arg_index(name)?;
-        self.arg_arrays[i] = value;
-        Ok(())
+        Ok(&mut self.arg_arrays[i])
     }
 
     /// Replaces auxiliary state `name`.

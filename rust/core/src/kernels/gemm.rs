@@ -80,36 +80,14 @@ pub fn gemm<T: GemmScalar>(
     c: &mut [T],
     accumulate: bool,
 ) -> Result<()> {
-    let n = b.cols;
-    if c.len() != a.rows * n {
-        return Err(Error::shape(
-            "gemm",
-            "output",
-            format!("{} values", a.rows * n),
-            format!("{} values", c.len()),
-        ));
-    }
-    gemm_strided(a, b, c, n, accumulate)
-}
-
-/// [`gemm`] into a `c` whose rows are `ldc ≥ b.cols` apart (a column block of a wider
-/// matrix); values between the rows are left alone.
-fn gemm_strided<T: GemmScalar>(
-    a: MatRef<'_, T>,
-    b: MatRef<'_, T>,
-    c: &mut [T],
-    ldc: usize,
-    accumulate: bool,
-) -> Result<()> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    let c_fits = m == 0 || n == 0 || (ldc >= n && (m - 1) * ldc + n <= c.len());
-    if b.rows != k || !c_fits || !a.fits() || !b.fits() {
+    if b.rows != k || c.len() != m * n || !a.fits() || !b.fits() {
         return Err(Error::shape(
             "gemm",
             "operands",
             format!("({m}, {k}) x ({k}, {n}) -> {} values", m * n),
             format!(
-                "({}, {}) x ({}, {}) -> {} values (row stride {ldc})",
+                "({}, {}) x ({}, {}) -> {} values",
                 a.rows,
                 a.cols,
                 b.rows,
@@ -123,9 +101,7 @@ fn gemm_strided<T: GemmScalar>(
     }
     if k == 0 {
         if !accumulate {
-            c.chunks_mut(ldc)
-                .take(m)
-                .for_each(|row| row[..n].iter_mut().for_each(|v| *v = T::ZERO));
+            c.iter_mut().for_each(|v| *v = T::ZERO);
         }
         return Ok(());
     }
@@ -134,9 +110,8 @@ fn gemm_strided<T: GemmScalar>(
     } else {
         gemm::Parallelism::None
     };
-    // SAFETY: the bounds of a, b (checked by `fits`) and c (rows ldc apart, checked by
-    // `c_fits`) cover every index the kernel touches; c does not alias a or b (it is a
-    // unique borrow).
+    // SAFETY: the bounds of a, b (checked by `fits`) and c (length m·n, row-major) cover
+    // every index the kernel touches; c does not alias a or b (it is a unique borrow).
     unsafe {
         gemm::gemm(
             m,
@@ -144,7 +119,7 @@ fn gemm_strided<T: GemmScalar>(
             k,
             c.as_mut_ptr(),
             1,
-            ldc as isize,
+            n as isize,
             accumulate,
             a.data.as_ptr(),
             a.col_stride as isize,

@@ -1084,25 +1084,24 @@ impl Module {
                 Some(g) => g,
                 None => continue,
             };
-            // Every device holds the same weight; taking it out of all of them leaves one
-            // reference, so the optimizer updates the buffer in place instead of copying it.
-            let mut weight = None;
-            for exe in &mut self.execs {
-                weight = Some(exe.take_arg(name)?);
-            }
-            let Some(mut weight) = weight else { continue };
-            let state = match states.get_mut(&i) {
-                Some(s) => Ok(s),
-                None => o
-                    .create_state(i, &weight)
-                    .map(|s| states.entry(i).or_insert(s)),
+            let Some((first, rest)) = self.execs.split_first_mut() else {
+                continue;
             };
-            let updated = state.and_then(|state| o.update(i, &mut weight, &grad, state));
-            // Put the weight back (updated, or as it was when the update failed).
-            for exe in &mut self.execs {
-                exe.put_arg(name, weight.clone())?;
+            // Updated in place on the first device (one device: no copy at all), then shared
+            // with the others.
+            let weight = first.arg_mut(name)?;
+            let state = match states.get_mut(&i) {
+                Some(s) => s,
+                None => {
+                    let s = o.create_state(i, weight)?;
+                    states.entry(i).or_insert(s)
+                }
+            };
+            o.update(i, weight, &grad, state)?;
+            let weight = weight.clone();
+            for exe in rest {
+                exe.set_arg(name, weight.clone())?;
             }
-            updated?;
         }
         Ok(())
     }

@@ -128,15 +128,7 @@ pub trait Operator: Send + Sync + fmt::Debug {
 pub struct Float32Compute(pub Arc<dyn Operator>);
 
 fn to_f32(xs: &[NDArray]) -> Vec<NDArray> {
-    xs.iter()
-        .map(|x| {
-            if x.dtype() == DType::Float32 {
-                x.clone()
-            } else {
-                x.astype(DType::Float32)
-            }
-        })
-        .collect()
+    xs.iter().map(|x| x.astype(DType::Float32)).collect() // a shared clone when float32
 }
 
 fn all_f32(xs: &[NDArray]) -> bool {
@@ -206,7 +198,7 @@ impl Operator for Float32Compute {
         Ok(outs
             .into_iter()
             .zip(dtypes)
-            .map(|(o, t)| if o.dtype() == t { o } else { o.astype(t) })
+            .map(|(o, t)| o.astype(t))
             .collect())
     }
     fn backward(
