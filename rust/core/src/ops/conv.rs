@@ -508,12 +508,16 @@ impl Operator for Conv {
         } else {
             None
         };
+        // Convolution's bias gradient comes out of the weight-gradient pass (its blocks of
+        // dy are in cache there); Deconvolution's bias lives on the image side.
+        let fused_bias = !self.no_bias && !self.deconv && ctx.needs_grad(1);
+        let mut db = fused_bias.then(|| vec![0.0f32; self.num_filter]);
         let dw = if ctx.needs_grad(1) {
             let mut dw = vec![0.0f32; w.len()];
             if self.deconv {
-                conv_backward_weight(&g, dy, x, &mut dw)?;
+                conv_backward_weight(&g, dy, x, &mut dw, None)?;
             } else {
-                conv_backward_weight(&g, x, dy, &mut dw)?;
+                conv_backward_weight(&g, x, dy, &mut dw, db.as_deref_mut())?;
             }
             Some(NDArray::from_f32(weight.shape(), dw)?)
         } else {
@@ -521,8 +525,13 @@ impl Operator for Conv {
         };
         let mut grads = vec![dx, dw];
         if !self.no_bias {
-            let spatial = if self.deconv { g.in_len() } else { g.out_len() };
-            let db = channel_sums(dy, self.num_filter, spatial)?;
+            let db = match db {
+                Some(db) => db,
+                None => {
+                    let spatial = if self.deconv { g.in_len() } else { g.out_len() };
+                    channel_sums(dy, self.num_filter, spatial)?
+                }
+            };
             grads.push(Some(NDArray::from_f32(&[self.num_filter], db)?));
         }
         Ok(grads)
