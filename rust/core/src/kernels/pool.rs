@@ -298,22 +298,26 @@ pub fn pool_backward(
     )?;
     if kind == PoolKind::Max && g.is_max2x2() {
         let (iw, ow) = (g.input[2], g.output[2]);
+        let covered = 2 * g.output[1] == g.input[1] && 2 * ow == iw;
         for_each_row_mut(dx, il, |p, dx_p| {
-            dx_p.fill(0.0);
+            if !covered {
+                dx_p.fill(0.0); // rows / columns outside every window
+            }
             let x_p = &x[p * il..(p + 1) * il];
             let (y_p, dy_p) = (&y[p * ol..(p + 1) * ol], &dy[p * ol..(p + 1) * ol]);
             for oy in 0..g.output[1] {
+                let (r0, r1) = (2 * oy * iw, (2 * oy + 1) * iw);
                 for ox in 0..ow {
-                    let o = oy * ow + ox;
-                    // The first window position (row-major) holding the maximum gets it all.
-                    let at = [
-                        2 * oy * iw + 2 * ox,
-                        2 * oy * iw + 2 * ox + 1,
-                        (2 * oy + 1) * iw + 2 * ox,
-                        (2 * oy + 1) * iw + 2 * ox + 1,
-                    ];
-                    if let Some(&i) = at.iter().find(|&&i| x_p[i] == y_p[o]) {
-                        dx_p[i] += dy_p[o];
+                    let (m, gv) = (y_p[oy * ow + ox], dy_p[oy * ow + ox]);
+                    // The first window position (row-major) holding the maximum gets it all;
+                    // the windows tile their positions, so each one is written, not added,
+                    // and selects instead of branches keep random maxima from mispredicting.
+                    let at = [r0 + 2 * ox, r0 + 2 * ox + 1, r1 + 2 * ox, r1 + 2 * ox + 1];
+                    let mut taken = false;
+                    for i in at {
+                        let hit = !taken && x_p[i] == m;
+                        dx_p[i] = if hit { gv } else { 0.0 };
+                        taken |= hit;
                     }
                 }
             }

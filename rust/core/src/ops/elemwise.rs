@@ -85,6 +85,18 @@ macro_rules! wide_dispatch {
     }};
 }
 
+/// `out[i] = fast_exp(xs[i])` through the vectorised build, for kernels that gather their
+/// exponentials into one pass (softmax over short rows).
+pub(crate) fn exp_into(xs: &[f32], out: &mut [f32]) {
+    #[inline(always)]
+    fn body(xs: &[f32], out: &mut [f32]) {
+        for (o, &x) in out.iter_mut().zip(xs) {
+            *o = fast_exp(x);
+        }
+    }
+    wide_dispatch!(body, (xs: &[f32], out: &mut [f32]))(xs, out)
+}
+
 /// e^x for float32 without a libm call: Cody–Waite range reduction and Cephes' expf
 /// polynomial (within 2 ulp over the float range), branch-free so loops over it vectorise.
 /// Inputs are clamped to [-87.3, 88.7]: beyond them e^x is (nearly) 0 or infinite in float32.
