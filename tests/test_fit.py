@@ -363,6 +363,40 @@ def test_predict_reset_false_continues(ns):
     assert _fit.predict(mod, eval_data=it, reset=False)[0].shape == (N - 40, CLASSES)
 
 
+class _PyIter(mx.io.DataIter):
+    """A Python-side iterator over a core one: prediction then runs batch by batch in Python."""
+
+    def __init__(self, it):
+        self.it, self.batch_size = it, it.batch_size
+
+    def next(self):
+        return mx.io.next(self.it)
+
+    def has_next(self):
+        return mx.io.has_next(self.it)
+
+    def reset(self):
+        mx.io.reset(self.it)
+        return self
+
+
+def test_predict_in_the_core_matches_the_python_loop():
+    """A core iterator runs prediction in one native call (batches in pairs on two threads):
+    the same outputs as the Python loop, bit for bit, and the module ends holding the last
+    batch's outputs either way."""
+    mod = _trained(_real_module())
+    x, y = _data(N, 5)
+    for kw in [{}, {"num_batch": 4}, {"num_batch": 5}]:
+        it = mx.io.ndarray_iter(x, label=y, batch_size=BATCH)
+        native = _fit.predict(mod, eval_data=it, **kw)[0].asnumpy()
+        native_last = mx.module.outputs_merged(mod)[0].asnumpy()
+        python = _fit.predict(mod, eval_data=_PyIter(it), **kw)[0].asnumpy()
+        np.testing.assert_array_equal(native, python)
+        np.testing.assert_array_equal(native_last, mx.module.outputs_merged(mod)[0].asnumpy())
+        per = _fit.predict_every_batch(mod, eval_data=it, **kw)
+        np.testing.assert_array_equal(np.concatenate([b[0].asnumpy() for b in per]), python)
+
+
 def test_score_excludes_padding(ns):
     mod = _trained(ns)
     x, y = _data(N, 4)

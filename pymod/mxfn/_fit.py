@@ -299,12 +299,27 @@ def predict_batch(mod, data_batch) -> list:
     return _unpad(m.outputs_merged(mod), io.batch_pad(data_batch))
 
 
-def _predict_batches(fname, mod, o) -> list:
+def _predict_batches(fname, mod, o, merge=False) -> list:
+    """Every batch's outputs (``merge``: already concatenated, ``[[out1, out2, …]]``). A core
+    iterator read from its start runs the whole loop in the core, in one call."""
     from . import io
     it = _as_iter(mod, o["eval_data"], fname)
+    num_batch = _num_batch(fname, o["num_batch"])
+    m = _m()
+    if isinstance(it, io.NativeIter) and o["reset"] and isinstance(mod, getattr(m, "Module", ())):
+        from . import _native
+        from .ndarray import NDArray
+        m._mod(fname.rsplit(".", 1)[-1], mod)
+        n = None if num_batch is None or num_batch < 0 else num_batch
+        return [[NDArray(h) for h in outs] for outs in _native.mod_predict(mod._h, it._h, n, merge)]
     if o["reset"]:
         io.reset(it)
-    return [predict_batch(mod, b) for _, b in _batches(it, _num_batch(fname, o["num_batch"]))]
+    per_batch = [predict_batch(mod, b) for _, b in _batches(it, num_batch)]
+    if not merge or not per_batch:
+        return per_batch
+    from . import ndarray as nd
+    return [[nd.concat([b[i] for b in per_batch], dim=0) if len(per_batch) > 1 else per_batch[0][i]
+             for i in range(len(per_batch[0]))]]
 
 
 @_documented(_EVERY_BATCH_OPTS)
@@ -331,14 +346,12 @@ def predict(mod, opts=None, /, **kw) -> list:
         padded samples of the last batch removed — always a list, also for one output; ``[]``
         when no batch ran. With ``merge_batches=False``, what ``predict_every_batch`` gives.
     """
-    from . import ndarray as nd
     fname = "module.predict"
     o = parse_opts(fname, PREDICT_OPTS, opts, kw)
-    per_batch = _predict_batches(fname, mod, o)
-    if not o["merge_batches"] or not per_batch:
-        return per_batch
-    return [nd.concat([b[i] for b in per_batch], dim=0) if len(per_batch) > 1 else per_batch[0][i]
-            for i in range(len(per_batch[0]))]
+    if not o["merge_batches"]:
+        return _predict_batches(fname, mod, o)
+    merged = _predict_batches(fname, mod, o, merge=True)
+    return merged[0] if merged else []
 
 
 # -- fit ------------------------------------------------------------------------------------

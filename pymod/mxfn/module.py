@@ -514,14 +514,18 @@ def forward(mod, data_batch, is_train=None) -> Module:
     mod = _mod(fname, mod)
     if is_train is not None and not isinstance(is_train, bool):
         raise TypeError(f"module.forward: is_train must be a bool or None, got {type(is_train).__name__}")
+    _native.mod_forward(mod._h, *_batch_parts(fname, data_batch), is_train)
+    return mod
+
+
+def _batch_parts(fname, data_batch):
+    """(data handles, label handles, pad) of a DataBatch or map, for the native calls."""
     try:
         data = batch_data(data_batch)
     except (KeyError, AttributeError):
-        raise MXFNError("module.forward: data_batch must be a DataBatch or a map with \"data\"") from None
-    label = batch_label(data_batch)
-    _native.mod_forward(mod._h, _arrays(fname, "data", data), _arrays(fname, "label", label),
-                        int(batch_pad(data_batch)), is_train)
-    return mod
+        raise MXFNError(f"module.{fname}: data_batch must be a DataBatch or a map with \"data\"") from None
+    return (_arrays(fname, "data", data), _arrays(fname, "label", batch_label(data_batch)),
+            int(batch_pad(data_batch)))
 
 
 def backward(mod, out_grads=None) -> Module:
@@ -532,8 +536,12 @@ def backward(mod, out_grads=None) -> Module:
 
 
 def forward_backward(mod, data_batch) -> Module:
-    """``forward(mod, data_batch, is_train=True)`` then ``backward(mod)``."""
-    return backward(forward(mod, data_batch, True))
+    """``forward(mod, data_batch, is_train=True)`` then ``backward(mod)``, in one call into the
+    core (one hand-over to its threads per batch instead of two)."""
+    fname = "forward_backward"
+    mod = _mod(fname, mod)
+    _native.mod_forward_backward(mod._h, *_batch_parts(fname, data_batch))
+    return mod
 
 
 def update(mod) -> Module:

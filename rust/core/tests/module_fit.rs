@@ -315,6 +315,57 @@ fn padding_is_removed_from_predict_and_score() {
     assert!(none.is_empty());
 }
 
+/// With one device, prediction runs two batches at a time on two threads: the outputs are
+/// those of batch-by-batch forward passes bit for bit, and the module ends holding the last
+/// batch's outputs (as after a sequential loop), for an odd number of batches, a padded last
+/// batch and `num_batch` limits alike, and on a one-thread pool (no pairs).
+#[test]
+fn paired_prediction_matches_batch_by_batch_forward() {
+    let (x, y) = problem(47, 8);
+    let mut it = iter(&x, &y, 10, false);
+    let mut m = module(vec![Context::cpu(0)]);
+    m.fit(&mut it, None, fit_opts(1)).unwrap();
+    let bits = |a: &NDArray| {
+        a.to_f64_vec()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    it.reset().unwrap();
+    let mut want = vec![];
+    while let Some(b) = it.next_batch().unwrap() {
+        m.forward(&b, Some(false)).unwrap();
+        let o = m.outputs_merged().unwrap().remove(0);
+        let keep = o.shape()[0] - b.pad;
+        want.push(bits(&o.slice_axis(0, 0, Some(keep as isize)).unwrap()));
+    }
+    assert_eq!(want.len(), 5);
+    for threads in [2, 1] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        for limit in [None, Some(3), Some(4)] {
+            let got = pool
+                .install(|| m.predict_every_batch(&mut it, limit))
+                .unwrap();
+            let n = limit.unwrap_or(5);
+            assert_eq!(
+                got.iter().map(|b| bits(&b[0])).collect::<Vec<_>>(),
+                want[..n]
+            );
+            let last = m.outputs_merged().unwrap().remove(0);
+            assert_eq!(
+                bits(&last)[..want[n - 1].len()],
+                want[n - 1][..],
+                "{threads} {limit:?}"
+            );
+        }
+        let merged = pool.install(|| m.predict(&mut it, None)).unwrap();
+        assert_eq!(bits(&merged[0]), want.concat());
+    }
+}
+
 #[test]
 fn score_and_predict_before_init_fail_clearly() {
     let (x, y) = problem(10, 7);

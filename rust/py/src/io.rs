@@ -51,7 +51,7 @@ impl IterHandle {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Box<dyn DataIter>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Box<dyn DataIter>> {
         // A panic inside a call is reported as MXFNError; the iterator state stays usable.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }

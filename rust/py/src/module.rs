@@ -3,6 +3,7 @@
 //! `(name, shape, dtype, layout)` tuples.
 
 use crate::error::{core, to_py};
+use crate::io::IterHandle;
 use crate::metric::MetricHandle;
 use crate::nd::Handle;
 use crate::optim::OptHandle;
@@ -375,6 +376,51 @@ fn mod_forward(
     core(py, "module.forward", || h.lock().forward(&batch, is_train))
 }
 
+/// Forward (is_train=true) and backward in one call: one entry into the thread pool.
+#[pyfunction]
+fn mod_forward_backward(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    data: Vec<PyRef<'_, Handle>>,
+    label: Vec<PyRef<'_, Handle>>,
+    pad: usize,
+) -> PyResult<()> {
+    let batch = DataBatch {
+        data: arrays(&data),
+        label: arrays(&label),
+        pad,
+        ..Default::default()
+    };
+    core(py, "module.forward_backward", || {
+        h.lock().forward_backward(&batch)
+    })
+}
+
+/// Prediction over a core iterator (reset first), the loop in the core: each batch's
+/// outputs merged over devices without the padding (`merge`: the batches concatenated).
+#[pyfunction]
+#[pyo3(signature = (h, it, num_batch, merge))]
+fn mod_predict(
+    py: Python<'_>,
+    h: &ModuleHandle,
+    it: &IterHandle,
+    num_batch: Option<usize>,
+    merge: bool,
+) -> PyResult<Vec<Vec<Handle>>> {
+    core(py, "module.predict", || {
+        let mut m = h.lock();
+        let mut it = it.lock();
+        Ok(if merge {
+            vec![handles(m.predict(&mut **it, num_batch)?)]
+        } else {
+            m.predict_every_batch(&mut **it, num_batch)?
+                .into_iter()
+                .map(handles)
+                .collect()
+        })
+    })
+}
+
 #[pyfunction]
 fn mod_backward(
     py: Python<'_>,
@@ -543,6 +589,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mod_borrow_optimizer, m)?)?;
     m.add_function(wrap_pyfunction!(mod_forward, m)?)?;
     m.add_function(wrap_pyfunction!(mod_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_forward_backward, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_predict, m)?)?;
     m.add_function(wrap_pyfunction!(mod_update, m)?)?;
     m.add_function(wrap_pyfunction!(mod_outputs, m)?)?;
     m.add_function(wrap_pyfunction!(mod_update_metric, m)?)?;

@@ -327,6 +327,25 @@ impl Executor {
         )
     }
 
+    /// An inference-only executor of the same graph and shapes sharing this one's arguments
+    /// and auxiliary states (no gradients, no monitor): a second pass can run beside this
+    /// one's.
+    pub(crate) fn inference_twin(&self) -> Result<Executor> {
+        Self::bind(
+            &self.symbol,
+            self.ctx,
+            self.arg_arrays.clone(),
+            vec![None; self.arg_arrays.len()],
+            vec![GradReq::Null; self.arg_arrays.len()],
+            self.aux_arrays.clone(),
+        )
+    }
+
+    /// Whether a monitor is installed.
+    pub(crate) fn has_monitor(&self) -> bool {
+        self.monitor.is_some()
+    }
+
     // Inputs that are not parameters: leave their shapes to inference on reshape.
     fn is_data_like(&self, name: &str) -> bool {
         name.ends_with("label") || name == "data"

@@ -23,6 +23,7 @@ use crate::error::{Error, Result, ResultExt};
 use crate::executor::{Executor, GradReq};
 use crate::initializer::Initializer;
 use crate::io::{DataBatch, DataDesc};
+use crate::kernels::par::on_pool;
 use crate::metric::EvalMetric;
 use crate::optimizer::{Optimizer, State};
 use crate::symbol::{json, Symbol};
@@ -994,9 +995,8 @@ impl Module {
                 exe.set_arg(&d.name, slice_batch(a, d, b, e)?)?;
             }
         }
-        // Even with one device this runs on a pool thread: the ops' own parallel kernels then
-        // split work inside the pool instead of handing each kernel over from this thread
-        // (tried: calling a single executor directly made LeNet training 20% slower).
+        // Devices run side by side on the pool. One device runs on the calling thread (rayon
+        // runs a one-item iterator inline) and its large kernels hand work to the pool.
         let results: Vec<Result<()>> = {
             use rayon::prelude::*;
             self.execs
@@ -1052,6 +1052,9 @@ impl Module {
 
     /// `forward(batch, is_train=true)` then `backward()`.
     pub fn forward_backward(&mut self, batch: &DataBatch) -> Result<()> {
+        // Not moved onto the pool as a whole (unlike prediction): the caller's next steps
+        // (update, metric) would then run beside the pool's threads spinning down, and MLP
+        // training ran 3x slower on the 2-core machine.
         self.forward(batch, Some(true))?;
         self.backward(&[])
     }
@@ -1698,22 +1701,24 @@ impl Module {
         self.need_params("score")?;
         eval.reset()?;
         metric.reset();
-        let mut n = 0usize;
-        while num_batch.is_none_or(|k| n < k) {
-            let Some(batch) = eval.next_batch()? else {
-                break;
-            };
-            self.forward(&batch, Some(false))?;
-            if batch.pad > 0 {
-                let outs = unpad(self.outputs_merged()?, batch.pad)?;
-                let labels = unpad(batch.label.clone(), batch.pad)?;
-                metric.update(&labels, &outs)?;
-            } else {
-                self.update_metric(metric, &batch.label)?;
+        on_pool(|| {
+            let mut n = 0usize;
+            while num_batch.is_none_or(|k| n < k) {
+                let Some(batch) = eval.next_batch()? else {
+                    break;
+                };
+                self.forward(&batch, Some(false))?;
+                if batch.pad > 0 {
+                    let outs = unpad(self.outputs_merged()?, batch.pad)?;
+                    let labels = unpad(batch.label.clone(), batch.pad)?;
+                    metric.update(&labels, &outs)?;
+                } else {
+                    self.update_metric(metric, &batch.label)?;
+                }
+                n += 1;
             }
-            n += 1;
-        }
-        Ok(metric.get())
+            Ok(metric.get())
+        })
     }
 
     /// The outputs of every batch of `eval` (reset first; at most `num_batch` batches, `None`:
@@ -1726,15 +1731,108 @@ impl Module {
     ) -> Result<Vec<Vec<NDArray>>> {
         self.need_params("predict")?;
         eval.reset()?;
-        let mut out = Vec::new();
-        while num_batch.is_none_or(|k| out.len() < k) {
-            let Some(batch) = eval.next_batch()? else {
-                break;
-            };
-            self.forward(&batch, Some(false))?;
-            out.push(unpad(self.outputs_merged()?, batch.pad)?);
-        }
-        Ok(out)
+        on_pool(|| {
+            let wanted = |n: usize| num_batch.is_none_or(|k| n < k);
+            let mut out = Vec::new();
+            // One device: batches go two at a time, one per thread, the first through a twin
+            // executor sharing the parameters (see `forward_pair`).
+            let pairs = self.execs.len() == 1
+                && rayon::current_num_threads() > 1
+                && self.execs.iter().all(|e| !e.has_monitor());
+            let mut twin: Option<Executor> = None;
+            while wanted(out.len()) {
+                let Some(first) = eval.next_batch()? else {
+                    break;
+                };
+                let second = if pairs && wanted(out.len() + 1) {
+                    eval.next_batch()?
+                } else {
+                    None
+                };
+                match second {
+                    Some(second)
+                        if self.has_bound_shapes(&first) && self.has_bound_shapes(&second) =>
+                    {
+                        let twin = match &mut twin {
+                            Some(t) => t,
+                            None => twin.insert(self.execs[0].inference_twin()?),
+                        };
+                        self.forward_pair(twin, &first, &second)?;
+                        out.push(unpad(twin.outputs().to_vec(), first.pad)?);
+                        out.push(unpad(self.outputs_merged()?, second.pad)?);
+                    }
+                    second => {
+                        for batch in std::iter::once(first).chain(second) {
+                            self.forward(&batch, Some(false))?;
+                            out.push(unpad(self.outputs_merged()?, batch.pad)?);
+                        }
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Whether `batch`'s data (and labels, when it has them) have the bound shapes.
+    fn has_bound_shapes(&self, batch: &DataBatch) -> bool {
+        let same = |descs: &[DataDesc], arrays: &[NDArray]| {
+            descs
+                .iter()
+                .zip(arrays)
+                .all(|(d, a)| a.shape() == d.shape.as_slice())
+        };
+        batch.data.len() == self.data_shapes.len()
+            && same(&self.data_shapes, &batch.data)
+            && (batch.label.len() < self.label_names.len()
+                || same(&self.label_shapes, &batch.label))
+    }
+
+    /// Inference on two batches of the bound shapes at once with one device: `first` through
+    /// `twin` (an inference copy of the executor sharing its parameters) and `second` through
+    /// the module's own executor, side by side on two threads. Both threads are busy with a
+    /// whole pass instead of waiting for each other at every split kernel (a GEMM band that
+    /// nobody steals runs on the thread that made it): MLP inference in batches of 1000 went
+    /// from 1.25M to 1.66M samples/s. The module ends as if it had run the two batches in
+    /// order (outputs and labels of `second`).
+    fn forward_pair(
+        &mut self,
+        twin: &mut Executor,
+        first: &DataBatch,
+        second: &DataBatch,
+    ) -> Result<()> {
+        let labels = |b: &DataBatch| -> Vec<NDArray> {
+            if self.label_names.is_empty() {
+                vec![]
+            } else {
+                b.label
+                    .iter()
+                    .take(self.label_names.len())
+                    .cloned()
+                    .collect()
+            }
+        };
+        let (l1, l2) = (labels(first), labels(second));
+        let set = |exe: &mut Executor, b: &DataBatch, l: &[NDArray]| -> Result<()> {
+            for (d, a) in self.data_shapes.iter().zip(&b.data) {
+                exe.set_arg(&d.name, a.clone())?;
+            }
+            for (d, a) in self.label_shapes.iter().zip(l) {
+                exe.set_arg(&d.name, a.clone())?;
+            }
+            Ok(())
+        };
+        let mut own = std::mem::take(&mut self.execs);
+        let result = (|| {
+            set(twin, first, &l1)?;
+            set(&mut own[0], second, &l2)?;
+            let (a, b) = rayon::join(|| twin.forward(false), || own[0].forward(false));
+            a.and(b)
+        })();
+        self.execs = own;
+        result?;
+        self.last_labels = l2;
+        self.forwarded = true;
+        Ok(())
     }
 
     /// The outputs over `eval` (reset first; at most `num_batch` batches, `None`: all): one
