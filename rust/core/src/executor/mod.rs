@@ -99,6 +99,8 @@ pub struct Executor {
     outputs: Vec<NDArray>,
     last_train: Option<bool>,
     monitor: Option<Monitor>,
+    /// Values the last forward pass produced (all ops' outputs, float count).
+    pass_values: usize,
 }
 
 impl std::fmt::Debug for Executor {
@@ -212,6 +214,7 @@ impl Executor {
             outputs: Vec::new(),
             last_train: None,
             monitor: None,
+            pass_values: 0,
         })
     }
 
@@ -339,6 +342,13 @@ impl Executor {
             vec![GradReq::Null; self.arg_arrays.len()],
             self.aux_arrays.clone(),
         )
+    }
+
+    /// How many values (all ops' outputs together) the last forward pass produced: a
+    /// measure of the pass's size (0 before the first pass; inference passes that release
+    /// their intermediates early count only what they kept).
+    pub(crate) fn pass_values(&self) -> usize {
+        self.pass_values
     }
 
     /// Whether a monitor is installed.
@@ -533,6 +543,7 @@ impl Executor {
             .iter()
             .map(|&(s, o)| self.value(&values, s, o).clone())
             .collect();
+        self.pass_values = values.iter().flatten().map(NDArray::size).sum();
         self.values = values;
         self.last_train = Some(is_train);
         Ok(())

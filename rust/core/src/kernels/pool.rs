@@ -305,20 +305,28 @@ pub fn pool_backward(
             }
             let x_p = &x[p * il..(p + 1) * il];
             let (y_p, dy_p) = (&y[p * ol..(p + 1) * ol], &dy[p * ol..(p + 1) * ol]);
-            for oy in 0..g.output[1] {
-                let (r0, r1) = (2 * oy * iw, (2 * oy + 1) * iw);
-                for ox in 0..ow {
-                    let (m, gv) = (y_p[oy * ow + ox], dy_p[oy * ow + ox]);
-                    // The first window position (row-major) holding the maximum gets it all;
-                    // the windows tile their positions, so each one is written, not added,
-                    // and selects instead of branches keep random maxima from mispredicting.
-                    let at = [r0 + 2 * ox, r0 + 2 * ox + 1, r1 + 2 * ox, r1 + 2 * ox + 1];
-                    let mut taken = false;
-                    for i in at {
-                        let hit = !taken && x_p[i] == m;
-                        dx_p[i] = if hit { gv } else { 0.0 };
-                        taken |= hit;
-                    }
+            // Each window's first position (row-major) holding the maximum gets it all. The
+            // windows tile their positions, so every one is written, not added; selects
+            // instead of branches keep random maxima from mispredicting, and zipped pairs
+            // instead of indices let the loop run without bounds checks.
+            let rows = x_p.chunks_exact(2 * iw).zip(dx_p.chunks_exact_mut(2 * iw));
+            for (oy, (xr, dr)) in rows.take(g.output[1]).enumerate() {
+                let (x0, x1) = xr.split_at(iw);
+                let (d0, d1) = dr.split_at_mut(iw);
+                let win = x0.chunks_exact(2).zip(x1.chunks_exact(2));
+                let out = d0.chunks_exact_mut(2).zip(d1.chunks_exact_mut(2));
+                let ys = y_p[oy * ow..(oy + 1) * ow]
+                    .iter()
+                    .zip(&dy_p[oy * ow..(oy + 1) * ow]);
+                for (((u, l), (du, dl)), (&m, &gv)) in win.zip(out).zip(ys) {
+                    let a = u[0] == m;
+                    let b = !a & (u[1] == m);
+                    let c = !(a | b) & (l[0] == m);
+                    let d = !(a | b | c) & (l[1] == m);
+                    du[0] = if a { gv } else { 0.0 };
+                    du[1] = if b { gv } else { 0.0 };
+                    dl[0] = if c { gv } else { 0.0 };
+                    dl[1] = if d { gv } else { 0.0 };
                 }
             }
         });
