@@ -63,6 +63,35 @@ fn last_uses(steps: &[Step], heads: &[(usize, usize)]) -> Vec<usize> {
     last
 }
 
+/// For each step, the step of an in-place elementwise op ([`Operator::in_place_unary`]:
+/// relu, tanh, sigmoid) that its forward can apply to its output while in cache
+/// ([`Operator::forward_then`]): the step's single output is read by that op alone and is not
+/// a graph output. The fused pair keeps one array for both outputs: the elementwise op's
+/// backward then sees its output as its input, which its derivative allows.
+fn fusions(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usize>> {
+    let mut readers: Vec<Vec<usize>> = vec![vec![]; steps.len()];
+    for (j, st) in steps.iter().enumerate() {
+        for &(s, _) in &st.inputs {
+            readers[s].push(j);
+        }
+    }
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            let inst = st.node.inst.as_ref()?;
+            if st.var.is_some() || inst.num_outputs() != 1 || heads.iter().any(|&(s, _)| s == i) {
+                return None;
+            }
+            let [j] = readers[i][..] else {
+                return None;
+            };
+            let unary = steps[j].node.inst.as_ref()?.in_place_unary();
+            (unary.is_some() && steps[j].inputs == [(i, 0)]).then_some(j)
+        })
+        .collect()
+}
+
 /// A bound symbol.
 ///
 /// ```
@@ -85,6 +114,8 @@ pub struct Executor {
     steps: Vec<Step>,
     heads: Vec<(usize, usize)>,
     last_use: Vec<usize>,
+    /// See [`fusions`].
+    fuse_into: Vec<Option<usize>>,
     arg_names: Vec<String>,
     aux_names: Vec<String>,
     /// Argument values, in `list_arguments` order.
@@ -198,12 +229,14 @@ impl Executor {
         }
         let (steps, heads) = compile(symbol, &arg_names, &aux_names);
         let last_use = last_uses(&steps, &heads);
+        let fuse_into = fusions(&steps, &heads);
         Ok(Executor {
             symbol: symbol.clone(),
             ctx,
             steps,
             heads,
             last_use,
+            fuse_into,
             arg_names,
             aux_names,
             arg_arrays: args.into_iter().map(|a| a.as_in_context(ctx)).collect(),
@@ -485,12 +518,16 @@ impl Executor {
                 .iter()
                 .all(|st| st.node.inputs.len() == st.node.num_arguments());
         let mut values: Vec<Vec<NDArray>> = Vec::with_capacity(self.steps.len());
-        for step in &self.steps {
+        // Steps already computed inside their producer's forward (see `fusions`); a monitor
+        // sees every op's own output, so it turns fusion off.
+        let mut fused = vec![false; self.steps.len()];
+        for (si, step) in self.steps.iter().enumerate() {
             let node = &step.node;
             let outs = match (&node.inst, step.var) {
                 // Variables are read from the argument / aux arrays (see `value`): holding a
                 // second reference here would make the optimizer's in-place update copy.
                 (_, Some(_)) => Vec::new(),
+                (Some(_), None) if fused[si] => values[step.inputs[0].0].clone(),
                 (Some(inst), None) => {
                     let na = node.num_arguments();
                     let ins: Vec<NDArray> = step.inputs[..na]
@@ -503,9 +540,26 @@ impl Executor {
                         node: &node.name,
                         need_grad: &[],
                     };
-                    let outs = inst
-                        .forward(&ctx, &ins, &mut aux)
-                        .map_err(|e| with_node(e, node))?;
+                    let then = match (self.fuse_into[si], &self.monitor) {
+                        (Some(j), None) => self.steps[j]
+                            .node
+                            .inst
+                            .as_ref()
+                            .and_then(|u| u.in_place_unary())
+                            .map(|u| (j, u)),
+                        _ => None,
+                    };
+                    let fused_run = then.and_then(|(j, u)| {
+                        let epilogue = move |v: &mut [f32]| u.map_in_place(v);
+                        let r = inst.forward_then(&ctx, &ins, &mut aux, &epilogue)?;
+                        fused[j] = r.is_ok();
+                        Some(r)
+                    });
+                    let outs = match fused_run {
+                        Some(r) => r,
+                        None => inst.forward(&ctx, &ins, &mut aux),
+                    }
+                    .map_err(|e| with_node(e, node))?;
                     for (p, a) in aux_pos.iter().zip(aux) {
                         if let Some(slot) = self.aux_arrays.get_mut(*p) {
                             *slot = a;
@@ -817,5 +871,89 @@ mod tests {
         for (a, b) in g.iter().zip(want) {
             assert!((a - b).abs() < 1e-3 * b.abs().max(1.0), "{a} vs {b}");
         }
+    }
+
+    /// Convolution → tanh, FullyConnected → relu and → sigmoid fuse (the activation runs
+    /// inside the producer's forward); a producer read twice, or an activation that is a
+    /// graph output's producer's only reader, is handled too. Outputs and gradients are the
+    /// same bits as the unfused run (a monitor turns fusion off).
+    #[test]
+    fn fused_activations_match_the_unfused_run() {
+        let op = |name: &str, attrs: &[(&str, &str)], ins: Vec<Symbol>| {
+            Symbol::create(
+                name,
+                None,
+                attrs,
+                ins.into_iter().map(|s| (None, s)).collect(),
+            )
+            .unwrap()
+        };
+        let x = Symbol::variable("data");
+        let c = op(
+            "Convolution",
+            &[("kernel", "(3, 3)"), ("num_filter", "4")],
+            vec![x],
+        );
+        let t = op("Activation", &[("act_type", "tanh")], vec![c]);
+        let f = op("FullyConnected", &[("num_hidden", "7")], vec![t]);
+        let r = op("Activation", &[("act_type", "relu")], vec![f.clone()]);
+        let twice = op("elemwise_add", &[], vec![r.clone(), f]); // f read twice: no fusion
+        let g = op("FullyConnected", &[("num_hidden", "5")], vec![twice]);
+        let s = op("Activation", &[("act_type", "sigmoid")], vec![g]);
+        let net = Symbol::group(&[s, r]);
+        let shapes = HashMap::from([("data".to_string(), vec![3, 2, 6, 6])]);
+        let bind = || {
+            let mut e = Executor::simple_bind(
+                &net,
+                Context::cpu(0),
+                &shapes,
+                &HashMap::new(),
+                &HashMap::new(),
+                GradReq::Write,
+            )
+            .unwrap();
+            for (k, name) in e.arg_names.clone().iter().enumerate() {
+                let n = e.arg_arrays[k].size();
+                let v: Vec<f32> = (0..n)
+                    .map(|i| ((i * 37 + k * 11) % 23) as f32 / 23.0 - 0.4)
+                    .collect();
+                e.set_arg(name, NDArray::from_vec(e.arg_arrays[k].shape(), v).unwrap())
+                    .unwrap();
+            }
+            e
+        };
+        let fused_steps = bind().fuse_into.iter().filter(|f| f.is_some()).count();
+        assert_eq!(fused_steps, 2); // conv → tanh and the last FC → sigmoid
+        let run = |monitor: bool| {
+            let mut e = bind();
+            if monitor {
+                e.set_monitor(Some(Box::new(|_: &str, _: &NDArray| {})));
+            }
+            e.forward(true).unwrap();
+            let heads: Vec<NDArray> = e
+                .outputs()
+                .iter()
+                .map(|o| NDArray::ones(o.shape(), o.dtype()))
+                .collect();
+            e.backward(&heads).unwrap();
+            let mut bits: Vec<u64> = e
+                .outputs()
+                .iter()
+                .flat_map(|o| o.to_f64_vec())
+                .map(f64::to_bits)
+                .collect();
+            for name in e.arg_names.clone() {
+                bits.extend(
+                    e.grad(&name)
+                        .unwrap()
+                        .unwrap()
+                        .to_f64_vec()
+                        .iter()
+                        .map(|v| v.to_bits()),
+                );
+            }
+            bits
+        };
+        assert_eq!(run(false), run(true));
     }
 }

@@ -472,14 +472,16 @@ fn group_cols<'a>(g: &ConvGeom, cols: &'a [f32], positions: usize, grp: usize) -
 }
 
 /// Convolution forward: `y (batch, filters, output) = W ⊛ x (batch, channels, input)`, plus
-/// `bias (filters,)` when given. Each block of samples is unfolded at once ([`im2col`]) and
-/// each group is one GEMM over every position of every sample of the block.
+/// `bias (filters,)` when given, then `epilogue` (a fused activation) over each block of `y`
+/// while it is in cache. Each block of samples is unfolded at once ([`im2col`]) and each
+/// group is one GEMM over every position of every sample of the block.
 pub fn conv_forward(
     g: &ConvGeom,
     x: &[f32],
     w: &[f32],
     bias: Option<&[f32]>,
     y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
 ) -> Result<()> {
     g.validate()?;
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
@@ -504,6 +506,9 @@ pub fn conv_forward(
             )?;
         }
         to_sample_major(g, nb, &y_f, y_block, bias, par);
+        if let Some(e) = epilogue {
+            e(y_block);
+        }
         Ok(())
     })
 }
@@ -863,9 +868,9 @@ mod tests {
             let w = vals(g.weight_len(), 2);
             let b = vals(g.filters, 3);
             let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
-            conv_forward(&g, &x, &w, Some(&b), &mut y).unwrap();
+            conv_forward(&g, &x, &w, Some(&b), &mut y, None).unwrap();
             close(&y, &naive_forward(&g, &x, &w, Some(&b)));
-            conv_forward(&g, &x, &w, None, &mut y).unwrap();
+            conv_forward(&g, &x, &w, None, &mut y, None).unwrap();
             close(&y, &naive_forward(&g, &x, &w, None));
         }
     }
@@ -925,7 +930,7 @@ mod tests {
         let w = vals(g.weight_len(), 10);
         let dy = vals(g.batch * g.filters * g.out_len(), 11);
         let mut y = vec![f32::NAN; dy.len()];
-        conv_forward(&g, &x, &w, None, &mut y).unwrap();
+        conv_forward(&g, &x, &w, None, &mut y, None).unwrap();
         close(&y, &naive_forward(&g, &x, &w, None));
         let mut dx = vec![f32::NAN; x.len()];
         conv_backward_data(&g, &dy, &w, &mut dx).unwrap();
@@ -962,7 +967,7 @@ mod tests {
         assert_eq!(channel_sums(&y, 3, 2).unwrap(), vec![4.0, 8.0, 12.0]);
         let g = geoms()[0];
         let mut y = vec![0.0f32; 3];
-        assert!(conv_forward(&g, &[0.0; 2], &[0.0; 2], None, &mut y).is_err());
+        assert!(conv_forward(&g, &[0.0; 2], &[0.0; 2], None, &mut y, None).is_err());
         assert!(conv_out_size(2, 5, 1, 1, 1).is_none());
         assert_eq!(conv_out_size(28, 5, 1, 1, 0), Some(24));
         assert_eq!(conv_out_size(7, 3, 2, 2, 2), Some(4));

@@ -2,7 +2,7 @@
 //! GEMM kernels of `kernels::conv`.
 
 use super::params::{param, ParamKind::*};
-use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
+use super::{check_or_fill, known, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
     add_channel_bias, channel_sums, conv_backward_data, conv_backward_weight, conv_forward,
@@ -415,6 +415,41 @@ impl Conv {
         w.extend(&self.kernel);
         w
     }
+
+    /// The forward pass, with `epilogue` over each block of the output (Convolution only).
+    fn forward_with(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        epilogue: Option<&Epilogue>,
+    ) -> Result<Vec<NDArray>> {
+        let (data, weight) = match inputs {
+            [d, w, ..] => (d, w),
+            _ => {
+                return Err(Error::Msg(format!(
+                    "internal: {} needs data and weight",
+                    self.op
+                )))
+            }
+        };
+        let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
+        let x = data.f32s(&format!("{}: data", self.op))?;
+        let w = weight.f32s(&format!("{}: weight", self.op))?;
+        let bias = match (self.no_bias, inputs.get(2)) {
+            (false, Some(b)) => Some(b.f32s(&format!("{}: bias", self.op))?),
+            _ => None,
+        };
+        let mut y = vec![0.0f32; out_shape.iter().product()];
+        if self.deconv {
+            conv_backward_data(&g, x, w, &mut y)?;
+            if let Some(b) = bias {
+                add_channel_bias(&mut y, self.num_filter, g.in_len(), b)?;
+            }
+        } else {
+            conv_forward(&g, x, w, bias, &mut y, epilogue)?;
+        }
+        Ok(vec![NDArray::from_f32(&out_shape, y)?])
+    }
 }
 
 impl Operator for Conv {
@@ -451,32 +486,18 @@ impl Operator for Conv {
         inputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
-        let (data, weight) = match inputs {
-            [d, w, ..] => (d, w),
-            _ => {
-                return Err(Error::Msg(format!(
-                    "internal: {} needs data and weight",
-                    self.op
-                )))
-            }
-        };
-        let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
-        let x = data.f32s(&format!("{}: data", self.op))?;
-        let w = weight.f32s(&format!("{}: weight", self.op))?;
-        let bias = match (self.no_bias, inputs.get(2)) {
-            (false, Some(b)) => Some(b.f32s(&format!("{}: bias", self.op))?),
-            _ => None,
-        };
-        let mut y = vec![0.0f32; out_shape.iter().product()];
-        if self.deconv {
-            conv_backward_data(&g, x, w, &mut y)?;
-            if let Some(b) = bias {
-                add_channel_bias(&mut y, self.num_filter, g.in_len(), b)?;
-            }
-        } else {
-            conv_forward(&g, x, w, bias, &mut y)?;
-        }
-        Ok(vec![NDArray::from_f32(&out_shape, y)?])
+        self.forward_with(ctx, inputs, None)
+    }
+
+    fn forward_then(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+        epilogue: &Epilogue,
+    ) -> Option<Result<Vec<NDArray>>> {
+        // Deconvolution adds its bias after the whole transposed pass: no blocks to fuse into.
+        (!self.deconv).then(|| self.forward_with(ctx, inputs, Some(epilogue)))
     }
 
     fn backward(
@@ -500,7 +521,7 @@ impl Operator for Conv {
             let mut dx = vec![0.0f32; x.len()];
             if self.deconv {
                 // The data gradient of a transposed convolution is the convolution itself.
-                conv_forward(&g, dy, w, None, &mut dx)?;
+                conv_forward(&g, dy, w, None, &mut dx, None)?;
             } else {
                 conv_backward_data(&g, dy, w, &mut dx)?;
             }

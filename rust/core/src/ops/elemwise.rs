@@ -21,6 +21,8 @@ pub struct UnaryFn {
     pub df: fn(f32, f32) -> f32,
     /// `out[i] = f(x[i])`.
     map: fn(&[f32], &mut [f32]),
+    /// `v[i] = f(v[i])`.
+    map_mut: fn(&mut [f32]),
     /// `out[i] = g[i] · df(x[i], y[i])`.
     grad: fn(&[f32], &[f32], &[f32], &mut [f32]),
 }
@@ -46,6 +48,16 @@ macro_rules! unary {
                     }
                 }
                 wide_dispatch!(body, (xs: &[f32], out: &mut [f32]))
+            },
+            map_mut: {
+                #[inline(always)]
+                fn body(v: &mut [f32]) {
+                    for o in v.iter_mut() {
+                        let $x = *o;
+                        *o = $f;
+                    }
+                }
+                wide_dispatch!(body, (v: &mut [f32]))
             },
             grad: {
                 #[inline(always)]
@@ -185,6 +197,13 @@ pub static UNARY: &[UnaryFn] = &[
         / ((1.0 + x.abs()) * (1.0 + x.abs()))),
 ];
 
+impl UnaryFn {
+    /// `v[i] = f(v[i])`.
+    pub fn map_in_place(&self, v: &mut [f32]) {
+        (self.map_mut)(v)
+    }
+}
+
 /// The table row named `name`.
 pub fn unary_fn(name: &str) -> Option<UnaryFn> {
     UNARY.iter().copied().find(|u| u.name == name)
@@ -287,6 +306,11 @@ impl Operator for Unary {
             &self.0,
             self.0.name,
         )?)])
+    }
+    fn in_place_unary(&self) -> Option<UnaryFn> {
+        // Derivatives from the output (tanh, sigmoid), or the same from either (relu: x > 0
+        // exactly when relu(x) > 0), stay right when the input is overwritten by the output.
+        matches!(self.0.name, "relu" | "tanh" | "sigmoid").then_some(self.0)
     }
 }
 

@@ -21,6 +21,7 @@ pub mod testing;
 
 use crate::error::{Error, Result};
 use crate::tensor::{DType, NDArray};
+pub use elemwise::UnaryFn;
 pub use params::{ParamDef, ParamKind, Params};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -118,7 +119,28 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn dtype_generic(&self) -> bool {
         false
     }
+    /// For an elementwise op that may overwrite its input with its output (its derivative
+    /// reads the output alone, or gives the same from the output as from the input): the
+    /// function, so the executor can fuse it into the op producing its input.
+    fn in_place_unary(&self) -> Option<UnaryFn> {
+        None
+    }
+    /// `forward` of a single-output op with `epilogue` applied to the float32 output while
+    /// it is in cache (how the executor fuses a following [`Operator::in_place_unary`]).
+    /// `None`: the op doesn't support it (the caller runs `forward`, then the epilogue op).
+    fn forward_then(
+        &self,
+        _ctx: &OpCtx,
+        _inputs: &[NDArray],
+        _aux: &mut [NDArray],
+        _epilogue: &Epilogue,
+    ) -> Option<Result<Vec<NDArray>>> {
+        None
+    }
 }
+
+/// An in-place elementwise pass over (part of) an op's output.
+pub type Epilogue = dyn Fn(&mut [f32]) + Sync;
 
 /// Runs a float32 kernel on inputs of any dtype, as MXNet's CPU kernels do for float16: inputs
 /// that are not float32 are cast to float32, and outputs and gradients are cast back to the
@@ -181,6 +203,23 @@ impl Operator for Float32Compute {
     }
     fn is_loss(&self) -> bool {
         self.0.is_loss()
+    }
+    fn in_place_unary(&self) -> Option<UnaryFn> {
+        self.0.in_place_unary()
+    }
+    fn forward_then(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        aux: &mut [NDArray],
+        epilogue: &Epilogue,
+    ) -> Option<Result<Vec<NDArray>>> {
+        // Only the all-float32 case: otherwise the output is cast after the kernel.
+        if all_f32(inputs) && all_f32(aux) {
+            self.0.forward_then(ctx, inputs, aux, epilogue)
+        } else {
+            None
+        }
     }
     fn forward(
         &self,

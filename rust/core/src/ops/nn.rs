@@ -1,9 +1,10 @@
 //! Dense layers: FullyConnected.
 
 use super::params::{param, ParamKind::*};
-use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
+use super::{known, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::Result;
 use crate::kernels::gemm::{gemm, MatRef};
+use crate::kernels::par;
 use crate::tensor::NDArray;
 use std::sync::Arc;
 
@@ -73,6 +74,37 @@ impl FullyConnected {
             s
         }
     }
+
+    /// The forward pass, then `epilogue` over the output (a fused activation, applied while
+    /// typical layers' outputs are still in cache).
+    fn forward_with(
+        &self,
+        inputs: &[NDArray],
+        epilogue: Option<&Epilogue>,
+    ) -> Result<Vec<NDArray>> {
+        let x = inputs[0].f32s("FullyConnected: data")?;
+        let w = inputs[1].f32s("FullyConnected: weight")?;
+        let (m, k) = self.matrix_dims(inputs[0].shape());
+        let n = self.num_hidden;
+        let mut out = vec![0.0f32; m * n];
+        if !self.no_bias {
+            let b = inputs[2].f32s("FullyConnected: bias")?;
+            out.chunks_mut(n).for_each(|row| row.copy_from_slice(b));
+        }
+        gemm(
+            MatRef::row_major(x, m, k),
+            MatRef::row_major(w, n, k).t(),
+            &mut out,
+            !self.no_bias,
+        )?;
+        if let Some(e) = epilogue {
+            par::for_each_chunk_mut(&mut out, |_, c| e(c));
+        }
+        Ok(vec![NDArray::from_f32(
+            &self.out_shape(inputs[0].shape()),
+            out,
+        )?])
+    }
 }
 
 impl Operator for FullyConnected {
@@ -112,25 +144,17 @@ impl Operator for FullyConnected {
         inputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
-        let x = inputs[0].f32s("FullyConnected: data")?;
-        let w = inputs[1].f32s("FullyConnected: weight")?;
-        let (m, k) = self.matrix_dims(inputs[0].shape());
-        let n = self.num_hidden;
-        let mut out = vec![0.0f32; m * n];
-        if !self.no_bias {
-            let b = inputs[2].f32s("FullyConnected: bias")?;
-            out.chunks_mut(n).for_each(|row| row.copy_from_slice(b));
-        }
-        gemm(
-            MatRef::row_major(x, m, k),
-            MatRef::row_major(w, n, k).t(),
-            &mut out,
-            !self.no_bias,
-        )?;
-        Ok(vec![NDArray::from_f32(
-            &self.out_shape(inputs[0].shape()),
-            out,
-        )?])
+        self.forward_with(inputs, None)
+    }
+
+    fn forward_then(
+        &self,
+        _ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+        epilogue: &Epilogue,
+    ) -> Option<Result<Vec<NDArray>>> {
+        Some(self.forward_with(inputs, Some(epilogue)))
     }
 
     fn backward(
