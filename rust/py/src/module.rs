@@ -66,6 +66,15 @@ fn arrays(v: &[PyRef<'_, Handle>]) -> Vec<NDArray> {
     v.iter().map(|a| a.inner.clone()).collect()
 }
 
+fn batch(data: &[PyRef<'_, Handle>], label: &[PyRef<'_, Handle>], pad: usize) -> DataBatch {
+    DataBatch {
+        data: arrays(data),
+        label: arrays(label),
+        pad,
+        ..Default::default()
+    }
+}
+
 fn param_map(m: Option<HashMap<String, PyRef<'_, Handle>>>) -> Option<BTreeMap<String, NDArray>> {
     m.map(|m| m.into_iter().map(|(k, v)| (k, v.inner.clone())).collect())
 }
@@ -367,16 +376,12 @@ fn mod_forward(
     pad: usize,
     is_train: Option<bool>,
 ) -> PyResult<()> {
-    let batch = DataBatch {
-        data: arrays(&data),
-        label: arrays(&label),
-        pad,
-        ..Default::default()
-    };
+    let batch = batch(&data, &label, pad);
     core(py, "module.forward", || h.lock().forward(&batch, is_train))
 }
 
-/// Forward (is_train=true) and backward in one call: one entry into the thread pool.
+/// Forward (is_train=true) and backward in one call (a large pass enters the thread pool
+/// once for both).
 #[pyfunction]
 fn mod_forward_backward(
     py: Python<'_>,
@@ -385,12 +390,7 @@ fn mod_forward_backward(
     label: Vec<PyRef<'_, Handle>>,
     pad: usize,
 ) -> PyResult<()> {
-    let batch = DataBatch {
-        data: arrays(&data),
-        label: arrays(&label),
-        pad,
-        ..Default::default()
-    };
+    let batch = batch(&data, &label, pad);
     core(py, "module.forward_backward", || {
         h.lock().forward_backward(&batch)
     })
