@@ -537,7 +537,7 @@ def backward(mod, out_grads=None) -> Module:
 
 def forward_backward(mod, data_batch) -> Module:
     """``forward(mod, data_batch, is_train=True)`` then ``backward(mod)``, in one call into the
-    core (one hand-over to its threads per batch instead of two)."""
+    core (which runs a large pass on its thread pool as a whole)."""
     fname = "forward_backward"
     mod = _mod(fname, mod)
     _native.mod_forward_backward(mod._h, *_batch_parts(fname, data_batch))

@@ -3,7 +3,7 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::ops::OpCtx;
+use crate::ops::{OpCtx, UnaryFn};
 use crate::symbol::{Node, Symbol};
 use crate::tensor::{DType, NDArray};
 use std::collections::HashMap;
@@ -68,7 +68,7 @@ fn last_uses(steps: &[Step], heads: &[(usize, usize)]) -> Vec<usize> {
 /// ([`Operator::forward_then`]): the step's single output is read by that op alone and is not
 /// a graph output. The fused pair keeps one array for both outputs: the elementwise op's
 /// backward then sees its output as its input, which its derivative allows.
-fn fusions(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usize>> {
+fn fusions(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<(usize, UnaryFn)>> {
     let mut readers: Vec<Vec<usize>> = vec![vec![]; steps.len()];
     for (j, st) in steps.iter().enumerate() {
         for &(s, _) in &st.inputs {
@@ -86,8 +86,8 @@ fn fusions(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usize>> {
             let [j] = readers[i][..] else {
                 return None;
             };
-            let unary = steps[j].node.inst.as_ref()?.in_place_unary();
-            (unary.is_some() && steps[j].inputs == [(i, 0)]).then_some(j)
+            let unary = steps[j].node.inst.as_ref()?.in_place_unary()?;
+            (steps[j].inputs == [(i, 0)]).then_some((j, unary))
         })
         .collect()
 }
@@ -115,7 +115,7 @@ pub struct Executor {
     heads: Vec<(usize, usize)>,
     last_use: Vec<usize>,
     /// See [`fusions`].
-    fuse_into: Vec<Option<usize>>,
+    fuse_into: Vec<Option<(usize, UnaryFn)>>,
     arg_names: Vec<String>,
     aux_names: Vec<String>,
     /// Argument values, in `list_arguments` order.
@@ -540,15 +540,7 @@ impl Executor {
                         node: &node.name,
                         need_grad: &[],
                     };
-                    let then = match (self.fuse_into[si], &self.monitor) {
-                        (Some(j), None) => self.steps[j]
-                            .node
-                            .inst
-                            .as_ref()
-                            .and_then(|u| u.in_place_unary())
-                            .map(|u| (j, u)),
-                        _ => None,
-                    };
+                    let then = self.fuse_into[si].filter(|_| self.monitor.is_none());
                     let fused_run = then.and_then(|(j, u)| {
                         let epilogue = move |v: &mut [f32]| u.map_in_place(v);
                         let r = inst.forward_then(&ctx, &ins, &mut aux, &epilogue)?;
@@ -873,10 +865,10 @@ mod tests {
         }
     }
 
-    /// Convolution → tanh, FullyConnected → relu and → sigmoid fuse (the activation runs
-    /// inside the producer's forward); a producer read twice, or an activation that is a
-    /// graph output's producer's only reader, is handled too. Outputs and gradients are the
-    /// same bits as the unfused run (a monitor turns fusion off).
+    /// Convolution → tanh and FullyConnected → sigmoid fuse (the activation runs inside the
+    /// producer's forward); a FullyConnected read by relu and by another op does not.
+    /// Outputs and gradients are the same bits as the unfused run (a monitor turns fusion
+    /// off).
     #[test]
     fn fused_activations_match_the_unfused_run() {
         let op = |name: &str, attrs: &[(&str, &str)], ins: Vec<Symbol>| {

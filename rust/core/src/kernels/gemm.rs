@@ -109,7 +109,7 @@ pub fn gemm<T: GemmScalar>(
     let threads = rayon::current_num_threads();
     if m * n * k < PARALLEL_ABOVE || threads < 2 {
         // SAFETY: c is a unique row-major m × n borrow; a and b were checked by `fits`.
-        unsafe { serial(a, b, c.as_mut_ptr(), n, accumulate) };
+        unsafe { serial(a, b, c.as_mut_ptr(), n, 1, accumulate) };
         return Ok(());
     }
     // Each thread takes a band of rows (or, for few rows, of columns) of c and runs the
@@ -117,34 +117,25 @@ pub fn gemm<T: GemmScalar>(
     // 185 GFLOP/s against 267 for bands, and never faster. Bands don't change any value's
     // summation order (the crate's blocking along k depends on k alone), so results stay
     // bit-identical for any thread count (tested below).
-    let cp = SendPtr(c.as_mut_ptr());
-    if m >= MIN_BAND * threads || m >= n {
-        let parts = threads.min(m.div_ceil(MIN_BAND));
-        let band = |p: usize| (p * m / parts, (p + 1) * m / parts);
-        (0..parts).into_par_iter().for_each(|p| {
-            let (r0, r1) = band(p);
-            let a_p = MatRef {
-                data: &a.data[r0 * a.row_stride..],
-                rows: r1 - r0,
-                ..a
-            };
-            // SAFETY: band p covers rows r0..r1 of c only; bands are disjoint.
-            unsafe { serial(a_p, b, cp.get().add(r0 * n), n, accumulate) };
-        });
+    // Column bands of c are row bands of cᵀ = bᵀ·aᵀ (c viewed column-major).
+    let (a, b, m, c_rs, c_cs) = if m >= MIN_BAND * threads || m >= n {
+        (a, b, m, n, 1)
     } else {
-        let parts = threads.min(n.div_ceil(MIN_BAND));
-        let band = |p: usize| (p * n / parts, (p + 1) * n / parts);
-        (0..parts).into_par_iter().for_each(|p| {
-            let (j0, j1) = band(p);
-            let b_p = MatRef {
-                data: &b.data[j0 * b.col_stride..],
-                cols: j1 - j0,
-                ..b
-            };
-            // SAFETY: band p covers columns j0..j1 of every row of c only; disjoint.
-            unsafe { serial(a, b_p, cp.get().add(j0), n, accumulate) };
-        });
-    }
+        (b.t(), a.t(), n, 1, n)
+    };
+    let parts = threads.min(m.div_ceil(MIN_BAND));
+    let cp = SendPtr(c.as_mut_ptr());
+    (0..parts).into_par_iter().for_each(|p| {
+        let (r0, r1) = (p * m / parts, (p + 1) * m / parts);
+        let a_p = MatRef {
+            data: &a.data[r0 * a.row_stride..],
+            rows: r1 - r0,
+            ..a
+        };
+        // SAFETY: band p covers rows r0..r1 of the (possibly transposed) c only; the bands
+        // are disjoint.
+        unsafe { serial(a_p, b, cp.get().add(r0 * c_rs), c_rs, c_cs, accumulate) };
+    });
     Ok(())
 }
 
@@ -163,16 +154,18 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// The crate's kernel on one thread: `c (a.rows × b.cols, row stride c_row_stride) (+)= a·b`.
+/// The crate's kernel on one thread: `c (+)= a·b`, c being `a.rows × b.cols` with the given
+/// row and column strides.
 ///
 /// # Safety
 /// `a` and `b` must satisfy `fits`, and `c` must point to a writable a.rows × b.cols matrix
-/// with row stride `c_row_stride` that nothing else reads or writes meanwhile.
+/// with these strides that nothing else reads or writes meanwhile.
 unsafe fn serial<T: GemmScalar>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
     c: *mut T,
     c_row_stride: usize,
+    c_col_stride: usize,
     accumulate: bool,
 ) {
     gemm::gemm(
@@ -180,7 +173,7 @@ unsafe fn serial<T: GemmScalar>(
         b.cols,
         a.cols,
         c,
-        1,
+        c_col_stride as isize,
         c_row_stride as isize,
         accumulate,
         a.data.as_ptr(),

@@ -306,9 +306,7 @@ pub fn pool_backward(
             let x_p = &x[p * il..(p + 1) * il];
             let (y_p, dy_p) = (&y[p * ol..(p + 1) * ol], &dy[p * ol..(p + 1) * ol]);
             // Each window's first position (row-major) holding the maximum gets it all. The
-            // windows tile their positions, so every one is written, not added; selects
-            // instead of branches keep random maxima from mispredicting, and zipped pairs
-            // instead of indices let the loop run without bounds checks.
+            // windows tile their positions, so each one is written once (no zeroing first).
             let rows = x_p.chunks_exact(2 * iw).zip(dx_p.chunks_exact_mut(2 * iw));
             for (oy, (xr, dr)) in rows.take(g.output[1]).enumerate() {
                 let (x0, x1) = xr.split_at(iw);

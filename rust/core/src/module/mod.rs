@@ -1533,11 +1533,11 @@ impl std::fmt::Debug for FitOptions {
     }
 }
 
-/// The first `n - pad` samples (axis 0) of every array.
 /// Values (all ops' outputs of a forward pass) from which `forward_backward` runs the pass
 /// on the thread pool as a whole.
 const LARGE_PASS: usize = 1 << 20;
 
+/// The first `n - pad` samples (axis 0) of every array.
 fn unpad(arrays: Vec<NDArray>, pad: usize) -> Result<Vec<NDArray>> {
     if pad == 0 {
         return Ok(arrays);
@@ -1835,15 +1835,11 @@ impl Module {
             }
             Ok(())
         };
-        let mut own = std::mem::take(&mut self.execs);
-        let result = (|| {
-            set(twin, first, &l1)?;
-            set(&mut own[0], second, &l2)?;
-            let (a, b) = rayon::join(|| twin.forward(false), || own[0].forward(false));
-            a.and(b)
-        })();
-        self.execs = own;
-        result?;
+        let own = &mut self.execs[0];
+        set(twin, first, &l1)?;
+        set(own, second, &l2)?;
+        let (a, b) = rayon::join(|| twin.forward(false), || own.forward(false));
+        a.and(b)?;
         self.last_labels = l2;
         self.forwarded = true;
         Ok(())

@@ -97,18 +97,6 @@ macro_rules! wide_dispatch {
     }};
 }
 
-/// `out[i] = fast_exp(xs[i])` through the vectorised build, for kernels that gather their
-/// exponentials into one pass (softmax over short rows).
-pub(crate) fn exp_into(xs: &[f32], out: &mut [f32]) {
-    #[inline(always)]
-    fn body(xs: &[f32], out: &mut [f32]) {
-        for (o, &x) in out.iter_mut().zip(xs) {
-            *o = fast_exp(x);
-        }
-    }
-    wide_dispatch!(body, (xs: &[f32], out: &mut [f32]))(xs, out)
-}
-
 /// e^x for float32 without a libm call: Cody–Waite range reduction and Cephes' expf
 /// polynomial (within 2 ulp over the float range), branch-free so loops over it vectorise.
 /// Inputs are clamped to [-87.3, 88.7]: beyond them e^x is (nearly) 0 or infinite in float32.
@@ -170,10 +158,14 @@ fn softrelu(x: f32) -> f32 {
     }
 }
 
+/// e^x, also for kernels that gather their exponentials into one pass (softmax over short
+/// rows).
+pub(crate) const EXP: UnaryFn = unary!("exp", |x| fast_exp(x), |_, y| y);
+
 /// The table: value formula and derivative formula side by side.
 #[allow(clippy::neg_multiply)] // the macro writes `g * df`, and negative's df is -1
 pub static UNARY: &[UnaryFn] = &[
-    unary!("exp", |x| fast_exp(x), |_, y| y),
+    EXP,
     unary!("log", |x| x.ln(), |x, _| 1.0 / x),
     unary!("sqrt", |x| x.sqrt(), |_, y| 0.5 / y),
     unary!("square", |x| x * x, |x, _| 2.0 * x),
@@ -198,6 +190,11 @@ pub static UNARY: &[UnaryFn] = &[
 ];
 
 impl UnaryFn {
+    /// `out[i] = f(xs[i])`.
+    pub fn map_into(&self, xs: &[f32], out: &mut [f32]) {
+        (self.map)(xs, out)
+    }
+
     /// `v[i] = f(v[i])`.
     pub fn map_in_place(&self, v: &mut [f32]) {
         (self.map_mut)(v)

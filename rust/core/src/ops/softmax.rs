@@ -2,7 +2,7 @@
 //! (softmax over one axis of an (outer, n, inner) layout, and its exact backward) are also what
 //! `SoftmaxOutput` (ops/loss.rs) computes, so the math exists once.
 
-use super::elemwise::{exp_into, fast_exp};
+use super::elemwise::{fast_exp, EXP};
 use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
@@ -127,7 +127,7 @@ fn softmax_rows(
         sr.iter_mut().zip(xr).for_each(|(s, &v)| *s = v * inv_t - m);
         maxes.push((m, len));
     }
-    exp_into(&shifted, ob);
+    EXP.map_into(&shifted, ob);
     for ((xr, or), &(m, len)) in xb.chunks_exact(n).zip(ob.chunks_exact_mut(n)).zip(&maxes) {
         let sum: f64 = or[..len].iter().map(|&e| e as f64).sum();
         if log {
