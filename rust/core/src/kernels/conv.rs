@@ -5,6 +5,7 @@
 use super::gemm::{gemm, MatRef};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
+use super::tuning::CONV_BLOCK_VALUES;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -231,24 +232,17 @@ impl Taps<'_> {
     }
 }
 
-/// Column-matrix values of one block of samples (1 MB of float32). A block's columns are
-/// written by im2col and read by its GEMM while still in the core's L2 cache, and blocks run
-/// on the pool's threads side by side. Unfolding a whole batch at once (13 MB for LeNet's
-/// second convolution) sent the columns through memory twice and ran the three passes of
-/// LeNet's convolutions 1.6x slower.
-const BLOCK_VALUES: usize = 1 << 16;
-
 /// Partial sums of the weight gradient, each over every `WEIGHT_LANES`-th block: few enough
 /// that adding them up is cheap, enough to keep the threads busy. Fixed (not the thread
 /// count), so the gradient has the same bits on any machine.
 const WEIGHT_LANES: usize = 4;
 
 /// The batch cut into blocks of consecutive samples whose columns stay under
-/// [`BLOCK_VALUES`] (one sample per block at least), sizes differing by at most one. The cut
+/// [`CONV_BLOCK_VALUES`] (one sample per block at least), sizes differing by at most one. The cut
 /// depends only on the geometry, so sums over blocks combine the same way on any machine.
 fn blocks(g: &ConvGeom) -> Vec<Range<usize>> {
     let per = (g.col_rows() * g.out_len()).max(1);
-    let count = g.batch.div_ceil((BLOCK_VALUES / per).max(1)).max(1);
+    let count = g.batch.div_ceil((CONV_BLOCK_VALUES / per).max(1)).max(1);
     (0..count)
         .map(|i| i * g.batch / count..(i + 1) * g.batch / count)
         .collect()

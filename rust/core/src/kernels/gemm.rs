@@ -1,8 +1,11 @@
 //! Matrix product through the `gemm` crate (packed, SIMD, rayon-parallel): the one door to
 //! GEMM for `dot`, `FullyConnected` and convolution.
 
+use super::par;
+use super::tuning::{GEMM_MIN_BAND, GEMM_PARALLEL_ABOVE};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
+use std::sync::Mutex;
 
 /// A read-only matrix over a slice: element (i, j) is `data[i * row_stride + j * col_stride]`.
 /// A transposed view is the same data with the strides swapped.
@@ -51,28 +54,109 @@ impl<'a, T> MatRef<'a, T> {
     }
 }
 
-/// Element types the GEMM kernel supports.
+/// Element types the GEMM kernel supports: float32 and float64 through the `gemm` crate's
+/// packed SIMD kernels, the integer types through a plain loop that wraps like the type (as
+/// numpy's integer `dot` does).
 pub trait GemmScalar: Copy + Send + Sync + 'static {
     /// Zero.
     const ZERO: Self;
-    /// One.
-    const ONE: Self;
-}
-impl GemmScalar for f32 {
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
-}
-impl GemmScalar for f64 {
-    const ZERO: Self = 0.0;
-    const ONE: Self = 1.0;
+    /// One-thread kernel: `c (+)= a·b`, c being `a.rows × b.cols` with the given row and
+    /// column strides.
+    ///
+    /// # Safety
+    /// `a` and `b` must satisfy `fits`, and `c` must point to a writable a.rows × b.cols
+    /// matrix with these strides that nothing else reads or writes meanwhile.
+    unsafe fn serial(
+        a: MatRef<'_, Self>,
+        b: MatRef<'_, Self>,
+        c: *mut Self,
+        c_row_stride: usize,
+        c_col_stride: usize,
+        accumulate: bool,
+    );
 }
 
-/// Work (m·n·k) below which GEMM runs on one thread. Waking the pool's threads for a product
-/// costs tens of microseconds on a busy 2-core machine, more than splitting saves until the
-/// product takes about half a millisecond: measured on the MLP benchmark (largest product
-/// 100×784×128 ≈ 10M), training ran 30% faster with every product on one thread, while
-/// LeNet's (up to 160M) still gain from two threads.
-const PARALLEL_ABOVE: usize = 1 << 25;
+macro_rules! float_gemm {
+    ($t:ty) => {
+        impl GemmScalar for $t {
+            const ZERO: Self = 0.0;
+            unsafe fn serial(
+                a: MatRef<'_, Self>,
+                b: MatRef<'_, Self>,
+                c: *mut Self,
+                c_row_stride: usize,
+                c_col_stride: usize,
+                accumulate: bool,
+            ) {
+                // SAFETY: the caller's contract (see the trait) is the crate's.
+                unsafe {
+                    gemm::gemm(
+                        a.rows,
+                        b.cols,
+                        a.cols,
+                        c,
+                        c_col_stride as isize,
+                        c_row_stride as isize,
+                        accumulate,
+                        a.data.as_ptr(),
+                        a.col_stride as isize,
+                        a.row_stride as isize,
+                        b.data.as_ptr(),
+                        b.col_stride as isize,
+                        b.row_stride as isize,
+                        1.0,
+                        1.0,
+                        false,
+                        false,
+                        false,
+                        gemm::Parallelism::None,
+                    )
+                }
+            }
+        }
+    };
+}
+float_gemm!(f32);
+float_gemm!(f64);
+
+macro_rules! int_gemm {
+    ($t:ty) => {
+        impl GemmScalar for $t {
+            const ZERO: Self = 0;
+            unsafe fn serial(
+                a: MatRef<'_, Self>,
+                b: MatRef<'_, Self>,
+                c: *mut Self,
+                c_row_stride: usize,
+                c_col_stride: usize,
+                accumulate: bool,
+            ) {
+                for i in 0..a.rows {
+                    for j in 0..b.cols {
+                        let mut acc: $t = 0;
+                        for p in 0..a.cols {
+                            let x = a.data[i * a.row_stride + p * a.col_stride];
+                            let y = b.data[p * b.row_stride + j * b.col_stride];
+                            acc = acc.wrapping_add(x.wrapping_mul(y));
+                        }
+                        // SAFETY: (i, j) lies inside the a.rows × b.cols matrix the caller
+                        // handed over.
+                        let slot = unsafe { &mut *c.add(i * c_row_stride + j * c_col_stride) };
+                        *slot = if accumulate {
+                            slot.wrapping_add(acc)
+                        } else {
+                            acc
+                        };
+                    }
+                }
+            }
+        }
+    };
+}
+int_gemm!(u8);
+int_gemm!(i8);
+int_gemm!(i32);
+int_gemm!(i64);
 
 /// `c = a × b` (or `c += a × b` when `accumulate`), `c` row-major `a.rows × b.cols`.
 pub fn gemm<T: GemmScalar>(
@@ -107,9 +191,9 @@ pub fn gemm<T: GemmScalar>(
         return Ok(());
     }
     let threads = rayon::current_num_threads();
-    if m * n * k < PARALLEL_ABOVE || threads < 2 {
+    if m * n * k < GEMM_PARALLEL_ABOVE || threads < 2 {
         // SAFETY: c is a unique row-major m × n borrow; a and b were checked by `fits`.
-        unsafe { serial(a, b, c.as_mut_ptr(), n, 1, accumulate) };
+        unsafe { T::serial(a, b, c.as_mut_ptr(), n, 1, accumulate) };
         return Ok(());
     }
     // Each thread takes a band of rows (or, for few rows, of columns) of c and runs the
@@ -118,12 +202,12 @@ pub fn gemm<T: GemmScalar>(
     // summation order (the crate's blocking along k depends on k alone), so results stay
     // bit-identical for any thread count (tested below).
     // Column bands of c are row bands of cᵀ = bᵀ·aᵀ (c viewed column-major).
-    let (a, b, m, c_rs, c_cs) = if m >= MIN_BAND * threads || m >= n {
+    let (a, b, m, c_rs, c_cs) = if m >= GEMM_MIN_BAND * threads || m >= n {
         (a, b, m, n, 1)
     } else {
         (b.t(), a.t(), n, 1, n)
     };
-    let parts = threads.min(m.div_ceil(MIN_BAND));
+    let parts = threads.min(m.div_ceil(GEMM_MIN_BAND));
     let cp = SendPtr(c.as_mut_ptr());
     (0..parts).into_par_iter().for_each(|p| {
         let (r0, r1) = (p * m / parts, (p + 1) * m / parts);
@@ -134,13 +218,10 @@ pub fn gemm<T: GemmScalar>(
         };
         // SAFETY: band p covers rows r0..r1 of the (possibly transposed) c only; the bands
         // are disjoint.
-        unsafe { serial(a_p, b, cp.get().add(r0 * c_rs), c_rs, c_cs, accumulate) };
+        unsafe { T::serial(a_p, b, cp.get().add(r0 * c_rs), c_rs, c_cs, accumulate) };
     });
     Ok(())
 }
-
-/// Rows (or columns) below which a band is not worth its own thread.
-const MIN_BAND: usize = 32;
 
 /// A raw pointer the bands share; each band writes its own disjoint part.
 #[derive(Clone, Copy)]
@@ -154,41 +235,128 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// The crate's kernel on one thread: `c (+)= a·b`, c being `a.rows × b.cols` with the given
-/// row and column strides.
-///
-/// # Safety
-/// `a` and `b` must satisfy `fits`, and `c` must point to a writable a.rows × b.cols matrix
-/// with these strides that nothing else reads or writes meanwhile.
-unsafe fn serial<T: GemmScalar>(
-    a: MatRef<'_, T>,
-    b: MatRef<'_, T>,
-    c: *mut T,
-    c_row_stride: usize,
-    c_col_stride: usize,
-    accumulate: bool,
-) {
-    gemm::gemm(
-        a.rows,
-        b.cols,
-        a.cols,
-        c,
-        c_col_stride as isize,
-        c_row_stride as isize,
-        accumulate,
-        a.data.as_ptr(),
-        a.col_stride as isize,
-        a.row_stride as isize,
-        b.data.as_ptr(),
-        b.col_stride as isize,
-        b.row_stride as isize,
-        T::ONE,
-        T::ONE,
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    );
+/// One product `op(A) · op(B)` as stored matrices: A is `a.0 × a.1`, B is `b.0 × b.1`
+/// (row-major), `op` transposes when `ta` / `tb`; the result is `m × n` with inner size `k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Product {
+    /// Rows and columns of A as stored.
+    pub a: (usize, usize),
+    /// Rows and columns of B as stored.
+    pub b: (usize, usize),
+    /// Whether A is transposed.
+    pub ta: bool,
+    /// Whether B is transposed.
+    pub tb: bool,
+}
+
+impl Product {
+    /// Rows of the result.
+    pub fn m(&self) -> usize {
+        if self.ta {
+            self.a.1
+        } else {
+            self.a.0
+        }
+    }
+    /// Columns of the result.
+    pub fn n(&self) -> usize {
+        if self.tb {
+            self.b.0
+        } else {
+            self.b.1
+        }
+    }
+    /// Inner size as seen from A.
+    pub fn k(&self) -> usize {
+        if self.ta {
+            self.a.0
+        } else {
+            self.a.1
+        }
+    }
+    /// Inner size as seen from B.
+    pub fn k_b(&self) -> usize {
+        if self.tb {
+            self.b.1
+        } else {
+            self.b.0
+        }
+    }
+
+    fn op_a<'a, T>(&self, a: &'a [T]) -> MatRef<'a, T> {
+        let m = MatRef::row_major(a, self.a.0, self.a.1);
+        if self.ta {
+            m.t()
+        } else {
+            m
+        }
+    }
+
+    fn op_b<'a, T>(&self, b: &'a [T]) -> MatRef<'a, T> {
+        let m = MatRef::row_major(b, self.b.0, self.b.1);
+        if self.tb {
+            m.t()
+        } else {
+            m
+        }
+    }
+
+    /// `c = op(A) · op(B)`.
+    pub fn forward<T: GemmScalar>(&self, a: &[T], b: &[T], c: &mut [T]) -> Result<()> {
+        gemm(self.op_a(a), self.op_b(b), c, false)
+    }
+
+    /// The gradient of A given the output gradient `g` (m × n): G·op(B)ᵀ, transposed back
+    /// to A's storage when `ta` (op(B)·Gᵀ).
+    pub fn grad_a<T: GemmScalar>(&self, g: &[T], b: &[T], da: &mut [T]) -> Result<()> {
+        let gm = MatRef::row_major(g, self.m(), self.n());
+        if self.ta {
+            gemm(self.op_b(b), gm.t(), da, false)
+        } else {
+            gemm(gm, self.op_b(b).t(), da, false)
+        }
+    }
+
+    /// The gradient of B: op(A)ᵀ·G, or Gᵀ·op(A) in B's storage when `tb`.
+    pub fn grad_b<T: GemmScalar>(&self, g: &[T], a: &[T], db: &mut [T]) -> Result<()> {
+        let gm = MatRef::row_major(g, self.m(), self.n());
+        if self.tb {
+            gemm(gm.t(), self.op_a(a), db, false)
+        } else {
+            gemm(self.op_a(a).t(), gm, db, false)
+        }
+    }
+}
+
+/// Runs `f(i, out_i)` for each of the `out.len() / size` batch entries in parallel; the first
+/// error (if any) is returned.
+pub fn per_batch<T: Send>(
+    out: &mut [T],
+    size: usize,
+    f: impl Fn(usize, &mut [T]) -> Result<()> + Sync + Send,
+) -> Result<()> {
+    if size == 0 {
+        return Ok(());
+    }
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    par::for_each_row_mut(out, size, |i, chunk| {
+        if let Err(e) = f(i, chunk) {
+            if let Ok(mut slot) = failed.lock() {
+                slot.get_or_insert(e);
+            }
+        }
+    });
+    match failed.into_inner() {
+        Ok(Some(e)) => Err(e),
+        Ok(None) => Ok(()),
+        Err(_) => Err(Error::Msg("internal: a batched product panicked".into())),
+    }
+}
+
+/// Entry `i` of a batch of `size`-long entries.
+pub fn batch_entry<T>(x: &[T], i: usize, size: usize) -> Result<&[T]> {
+    x.get(i * size..(i + 1) * size)
+        .ok_or_else(|| Error::Msg("internal: batch slice out of range".into()))
 }
 
 #[cfg(test)]
@@ -244,7 +412,7 @@ mod tests {
     #[test]
     fn bands_match_one_thread_bit_for_bit() {
         for (m, k, n) in [(300, 400, 300), (40, 2000, 600), (1000, 300, 120)] {
-            assert!(m * n * k >= PARALLEL_ABOVE);
+            assert!(m * n * k >= GEMM_PARALLEL_ABOVE);
             let a: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 7919) % 1017) as f32 * 0.013 - 6.0)
                 .collect();

@@ -1,7 +1,13 @@
 //! Numeric kernels over plain slices and ndarray views; no graph or registry types here.
 
+pub mod binary;
 pub mod conv;
+pub mod copy;
 pub mod gemm;
+pub mod map;
 pub mod par;
 pub mod pool;
+pub mod reduce;
 pub mod scratch;
+pub mod tuning;
+pub mod unary;

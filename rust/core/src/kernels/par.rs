@@ -5,13 +5,7 @@
 
 use rayon::prelude::*;
 
-/// Elements below which elementwise work stays on the calling thread: waking the pool costs
-/// tens of microseconds here, about what one thread needs for 128k elements of a
-/// memory-bound elementwise pass.
-pub const SERIAL_BELOW: usize = 1 << 17;
-
-/// The fixed chunk length for parallel elementwise work and ordered reductions.
-pub const CHUNK: usize = 1 << 14;
+pub use super::tuning::{CHUNK, SERIAL_BELOW};
 
 /// Flushes denormal floats to zero (x86 FTZ and DAZ) on this thread while it lives, then
 /// restores the previous mode. Training pushes values into the denormal range (momentum of a

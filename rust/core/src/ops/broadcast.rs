@@ -1,220 +1,28 @@
 //! Binary, scalar and n-ary elementwise operators (MXNet `elemwise_add/sub/mul/div`,
 //! `_maximum`, `_minimum`, `_power`, `broadcast_add/sub/mul/div/maximum/minimum/power`, the
 //! `_*_scalar` family, `add_n`, `clip`, `where`, `zeros_like`, `ones_like`, `BlockGrad`,
-//! `MakeLoss`), with the strided map kernel they share.
+//! `MakeLoss`). They compute in their inputs' own dtype (every dtype) through
+//! `kernels::map` and `kernels::binary`, the same code as NDArray arithmetic.
 
 use super::params::{param, ParamDef, ParamKind::*};
-use super::reduce::reduce_axes;
-use super::{check_or_fill, known, unknown_input, MaybeShape, OpCtx, OpDef, Operator, Params};
+use super::{
+    check_or_fill, known, same_dtype, unknown_input, MaybeShape, OpCtx, OpDef, Operator, Params,
+};
 use crate::error::{Error, Result};
-use crate::kernels::par;
-use crate::tensor::arith::broadcast_shape;
-use crate::tensor::NDArray;
+use crate::kernels::binary::{self, BinaryOp};
+use crate::kernels::map::{broadcast_shape, broadcast_strides, contiguous_strides, map_n, Operand};
+use crate::kernels::{par, reduce};
+use crate::tensor::{DType, Element, NDArray, Storable};
+use crate::with_dtype;
 use std::sync::Arc;
 
-// ---------------------------------------------------------------------------------------------
-// Kernel: one strided elementwise map over K operands.
-
-/// Row-major strides of `shape`.
-pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![0; shape.len()];
-    let mut acc = 1;
-    for (s, &d) in strides.iter_mut().zip(shape).rev() {
-        *s = acc;
-        acc *= d;
-    }
-    strides
+/// `full` (a gradient of the broadcast shape `out_shape`) summed to an input of `shape`.
+fn sum_to<T: Storable>(full: Vec<T>, out_shape: &[usize], shape: &[usize]) -> Result<NDArray> {
+    NDArray::from_vec(shape, reduce::sum_to(full, out_shape, shape)?)
 }
 
-/// The strides of an array of `shape` read in the index space of the broadcast shape `out`
-/// (numpy rules: aligned on the right, missing and size-1 axes repeat with stride 0).
-pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
-    let own = contiguous_strides(shape);
-    let pad = out.len().saturating_sub(shape.len());
-    (0..out.len())
-        .map(|i| match i.checked_sub(pad) {
-            Some(j) if shape.get(j).is_some_and(|&d| d != 1) => own.get(j).copied().unwrap_or(0),
-            _ => 0,
-        })
-        .collect()
-}
-
-/// One operand of [`map_n`]: its values and its strides in the output's index space (one per
-/// output axis; 0 where the operand is repeated).
-#[derive(Clone, Copy, Debug)]
-pub struct Operand<'a> {
-    /// The operand's values.
-    pub data: &'a [f32],
-    /// Its strides in the output's index space.
-    pub strides: &'a [usize],
-}
-
-/// Drops size-1 axes of `shape` and merges neighbouring axes that every operand walks
-/// contiguously (stride of the outer = stride of the inner × its size), so rows get long:
-/// `(N, C, H, W)` with a `(1, C, 1, 1)` operand becomes `(N, C, H·W)`.
-fn collapse<const K: usize>(
-    shape: &[usize],
-    strides: [&[usize]; K],
-) -> (Vec<usize>, [Vec<usize>; K]) {
-    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
-    let mut st: [Vec<usize>; K] = std::array::from_fn(|_| Vec::with_capacity(shape.len()));
-    for (i, &d) in shape.iter().enumerate() {
-        if d == 1 {
-            continue;
-        }
-        let merge = match dims.last_mut() {
-            Some(last) if (0..K).all(|k| st[k].last() == Some(&(strides[k][i] * d))) => {
-                *last *= d;
-                true
-            }
-            _ => false,
-        };
-        for (s, src) in st.iter_mut().zip(&strides) {
-            if merge {
-                if let Some(l) = s.last_mut() {
-                    *l = src[i];
-                }
-            } else {
-                s.push(src[i]);
-            }
-        }
-        if !merge {
-            dims.push(d);
-        }
-    }
-    if dims.is_empty() {
-        dims.push(1);
-        st.iter_mut().for_each(|s| s.push(0));
-    }
-    (dims, st)
-}
-
-/// Below this many elements a segment with repeated operands is mapped element by element;
-/// above, it goes through 64-wide blocks where repeated values sit in a stack buffer.
-const BLOCK: usize = 64;
-
-/// Maps one run of the innermost axis: operand k starts at `offs[k]` and steps `last[k]`.
-/// Unit and zero steps (the usual cases) take loops the compiler vectorises.
-fn segment<const K: usize, F>(
-    out: &mut [f32],
-    data: [&[f32]; K],
-    offs: [usize; K],
-    last: [usize; K],
-    f: &F,
-) where
-    F: Fn([f32; K]) -> f32,
-{
-    let len = out.len();
-    if last.iter().all(|&s| s == 1) {
-        let parts: [&[f32]; K] = std::array::from_fn(|k| &data[k][offs[k]..offs[k] + len]);
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = f(std::array::from_fn(|k| parts[k][j]));
-        }
-    } else if len >= BLOCK / 4 && last.iter().all(|&s| s <= 1) {
-        let bufs: [[f32; BLOCK]; K] = std::array::from_fn(|k| [data[k][offs[k]]; BLOCK]);
-        for (bi, block) in out.chunks_mut(BLOCK).enumerate() {
-            let (o0, bl) = (bi * BLOCK, block.len());
-            let parts: [&[f32]; K] = std::array::from_fn(|k| {
-                if last[k] == 1 {
-                    &data[k][offs[k] + o0..offs[k] + o0 + bl]
-                } else {
-                    &bufs[k][..bl]
-                }
-            });
-            for (j, o) in block.iter_mut().enumerate() {
-                *o = f(std::array::from_fn(|k| parts[k][j]));
-            }
-        }
-    } else {
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = f(std::array::from_fn(|k| data[k][offs[k] + j * last[k]]));
-        }
-    }
-}
-
-/// `out[i] = f([op_0[i], …, op_K-1[i]])` over an output of `out_shape`, each operand read
-/// through its strides (broadcasting without materialising). The output is cut into the fixed
-/// chunks of `kernels::par`, each walked as runs of the (collapsed) innermost axis.
-pub fn map_n<const K: usize, F>(
-    out_shape: &[usize],
-    ins: [Operand<'_>; K],
-    f: F,
-) -> Result<Vec<f32>>
-where
-    F: Fn([f32; K]) -> f32 + Sync + Send,
-{
-    let n: usize = out_shape.iter().product();
-    let nd = out_shape.len();
-    for op in &ins {
-        // Every offset the loops below compute is at most `reach - 1`: checking it once here
-        // keeps the inner loops free of failure paths.
-        let reach: usize = out_shape
-            .iter()
-            .zip(op.strides)
-            .map(|(&d, &s)| d.saturating_sub(1) * s)
-            .sum::<usize>()
-            + 1;
-        if op.strides.len() != nd || (n > 0 && reach > op.data.len()) {
-            return Err(Error::Msg(format!(
-                "internal: operand of {} values with strides {:?} does not cover shape {:?}",
-                op.data.len(),
-                op.strides,
-                out_shape
-            )));
-        }
-    }
-    let mut out = vec![0.0f32; n];
-    if n == 0 {
-        return Ok(out);
-    }
-    let (dims, st) = collapse::<K>(out_shape, std::array::from_fn(|k| ins[k].strides));
-    let row_len = dims[dims.len() - 1];
-    let outer = &dims[..dims.len() - 1];
-    let last: [usize; K] = std::array::from_fn(|k| st[k][dims.len() - 1]);
-    let data: [&[f32]; K] = std::array::from_fn(|k| ins[k].data);
-    par::for_each_chunk_mut(&mut out, |start, chunk| {
-        let mut done = 0;
-        while done < chunk.len() {
-            let pos = start + done;
-            let (mut row, col) = (pos / row_len, pos % row_len);
-            let mut offs = [0usize; K];
-            for (ax, &d) in outer.iter().enumerate().rev() {
-                let idx = row % d;
-                row /= d;
-                for (o, s) in offs.iter_mut().zip(&st) {
-                    *o += idx * s[ax];
-                }
-            }
-            for (o, l) in offs.iter_mut().zip(&last) {
-                *o += col * l;
-            }
-            let seg = (row_len - col).min(chunk.len() - done);
-            segment(&mut chunk[done..done + seg], data, offs, last, &f);
-            done += seg;
-        }
-    });
-    Ok(out)
-}
-
-/// Sums `full` (a gradient of the broadcast shape `out_shape`) over the axes along which an
-/// input of `shape` was repeated, giving the input's gradient.
-pub fn sum_to(full: Vec<f32>, out_shape: &[usize], shape: &[usize]) -> Result<NDArray> {
-    if out_shape == shape {
-        return NDArray::from_f32(shape, full);
-    }
-    let pad = out_shape.len().saturating_sub(shape.len());
-    let reduced: Vec<bool> = (0..out_shape.len())
-        .map(|i| match i.checked_sub(pad) {
-            None => true,
-            Some(j) => shape.get(j) == Some(&1),
-        })
-        .collect();
-    let summed = reduce_axes(&full, out_shape, &reduced, 0.0, |acc, v| acc + v as f64)?;
-    NDArray::from_f32(shape, summed)
-}
-
-fn data<'a>(x: &'a NDArray, op: &str, arg: &str) -> Result<&'a [f32]> {
-    x.f32s(&format!("{op}: {arg}"))
+fn data<'a, T: Storable>(x: &'a NDArray, op: &str, arg: &str) -> Result<&'a [T]> {
+    x.values(&format!("{op}: {arg}"))
 }
 
 /// Every input must have one shape: the first known one fills the unknown ones (MXNet's
@@ -242,42 +50,31 @@ fn same_shape(
 // ---------------------------------------------------------------------------------------------
 // Binary operators, same-shape and broadcasting.
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Bin {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Maximum,
-    Minimum,
-    Power,
-}
-
 /// MXNet name, operation, broadcasting.
-static BINARY: &[(&str, Bin, bool)] = &[
-    ("elemwise_add", Bin::Add, false),
-    ("elemwise_sub", Bin::Sub, false),
-    ("elemwise_mul", Bin::Mul, false),
-    ("elemwise_div", Bin::Div, false),
-    ("_maximum", Bin::Maximum, false),
-    ("_minimum", Bin::Minimum, false),
-    ("_power", Bin::Power, false),
-    ("broadcast_add", Bin::Add, true),
-    ("broadcast_sub", Bin::Sub, true),
-    ("broadcast_mul", Bin::Mul, true),
-    ("broadcast_div", Bin::Div, true),
-    ("broadcast_maximum", Bin::Maximum, true),
-    ("broadcast_minimum", Bin::Minimum, true),
-    ("broadcast_power", Bin::Power, true),
+static BINARY: &[(&str, BinaryOp, bool)] = &[
+    ("elemwise_add", BinaryOp::Add, false),
+    ("elemwise_sub", BinaryOp::Sub, false),
+    ("elemwise_mul", BinaryOp::Mul, false),
+    ("elemwise_div", BinaryOp::Div, false),
+    ("_maximum", BinaryOp::Maximum, false),
+    ("_minimum", BinaryOp::Minimum, false),
+    ("_power", BinaryOp::Pow, false),
+    ("broadcast_add", BinaryOp::Add, true),
+    ("broadcast_sub", BinaryOp::Sub, true),
+    ("broadcast_mul", BinaryOp::Mul, true),
+    ("broadcast_div", BinaryOp::Div, true),
+    ("broadcast_maximum", BinaryOp::Maximum, true),
+    ("broadcast_minimum", BinaryOp::Minimum, true),
+    ("broadcast_power", BinaryOp::Pow, true),
 ];
 
 /// Full-shape gradients of lhs and rhs; `None` stands for the head gradient itself.
-type GradPair = (Option<Vec<f32>>, Option<Vec<f32>>);
+type GradPair<T> = (Option<Vec<T>>, Option<Vec<T>>);
 
 #[derive(Debug)]
 struct Binary {
     op: &'static str,
-    kind: Bin,
+    kind: BinaryOp,
     broadcast: bool,
 }
 
@@ -293,54 +90,105 @@ fn create_binary(p: &Params) -> Result<Arc<dyn Operator>> {
     }))
 }
 
-impl Binary {
-    fn forward_values(&self, shape: &[usize], a: Operand, b: Operand) -> Result<Vec<f32>> {
-        let ins = [a, b];
-        match self.kind {
-            Bin::Add => map_n(shape, ins, |[x, y]| x + y),
-            Bin::Sub => map_n(shape, ins, |[x, y]| x - y),
-            Bin::Mul => map_n(shape, ins, |[x, y]| x * y),
-            Bin::Div => map_n(shape, ins, |[x, y]| x / y),
-            // mshadow's maximum / minimum: `a > b ? a : b`, `a < b ? a : b`.
-            Bin::Maximum => map_n(shape, ins, |[x, y]| if x > y { x } else { y }),
-            Bin::Minimum => map_n(shape, ins, |[x, y]| if x < y { x } else { y }),
-            Bin::Power => map_n(shape, ins, |[x, y]| x.powf(y)),
-        }
-    }
+/// `f(x)` computed in f64 and rounded to `T`: the transcendental parts of gradients.
+fn via_f64<T: Element>(x: T, f: impl Fn(f64) -> f64) -> T {
+    T::from_f64(f(x.to_f64()))
+}
 
+impl Binary {
     /// Full-shape gradients of lhs and rhs (`None`: the head gradient itself). The formulas
     /// are MXNet's backward functors (div_grad = 1/b, div_rgrad = -a/b², power_rgrad =
     /// a^b·ln a; maximum sends ties to lhs: `ge` for lhs, `lt` for rhs).
-    fn backward_values(
+    fn backward_values<T: Element>(
         &self,
         shape: &[usize],
-        g: Operand,
-        a: Operand,
-        b: Operand,
-    ) -> Result<GradPair> {
+        g: Operand<T>,
+        a: Operand<T>,
+        b: Operand<T>,
+    ) -> Result<GradPair<T>> {
         let ins = [g, a, b];
+        let (zero, one) = (T::zero(), T::one());
         let lhs = match self.kind {
-            Bin::Add | Bin::Sub => None,
-            Bin::Mul => Some(map_n(shape, ins, |[g, _, y]| g * y)?),
-            Bin::Div => Some(map_n(shape, ins, |[g, _, y]| g * (1.0 / y))?),
-            Bin::Maximum => Some(map_n(shape, ins, |[g, x, y]| if x >= y { g } else { 0.0 })?),
-            Bin::Minimum => Some(map_n(shape, ins, |[g, x, y]| if x <= y { g } else { 0.0 })?),
-            Bin::Power => Some(map_n(shape, ins, |[g, x, y]| g * (y * x.powf(y - 1.0)))?),
+            BinaryOp::Add | BinaryOp::Sub => None,
+            BinaryOp::Mul => Some(map_n(shape, ins, |[g, _, y]| g.mul(y))?),
+            BinaryOp::Div => Some(map_n(shape, ins, |[g, _, y]| g.mul(one.div(y)))?),
+            BinaryOp::Maximum => Some(map_n(
+                shape,
+                ins,
+                |[g, x, y]| if x >= y { g } else { zero },
+            )?),
+            BinaryOp::Minimum => Some(map_n(
+                shape,
+                ins,
+                |[g, x, y]| if x <= y { g } else { zero },
+            )?),
+            _ => Some(map_n(shape, ins, |[g, x, y]| {
+                g.mul(y.mul(via_f64(x, |x| x.powf(y.to_f64() - 1.0))))
+            })?),
         };
         let rhs = match self.kind {
-            Bin::Add => None,
-            Bin::Sub => Some(map_n(shape, [g], |[g]| -g)?),
-            Bin::Mul => Some(map_n(shape, ins, |[g, x, _]| g * x)?),
-            Bin::Div => Some(map_n(shape, ins, |[g, x, y]| g * (-x / (y * y)))?),
-            Bin::Maximum => Some(map_n(shape, ins, |[g, x, y]| if x < y { g } else { 0.0 })?),
-            Bin::Minimum => Some(map_n(shape, ins, |[g, x, y]| if x > y { g } else { 0.0 })?),
-            Bin::Power => Some(map_n(shape, ins, |[g, x, y]| g * (x.powf(y) * x.ln()))?),
+            BinaryOp::Add => None,
+            BinaryOp::Sub => Some(map_n(shape, [g], |[g]| g.neg())?),
+            BinaryOp::Mul => Some(map_n(shape, ins, |[g, x, _]| g.mul(x))?),
+            BinaryOp::Div => Some(map_n(shape, ins, |[g, x, y]| g.mul(x.neg().div(y.mul(y))))?),
+            BinaryOp::Maximum => Some(map_n(shape, ins, |[g, x, y]| if x < y { g } else { zero })?),
+            BinaryOp::Minimum => Some(map_n(shape, ins, |[g, x, y]| if x > y { g } else { zero })?),
+            _ => Some(map_n(shape, ins, |[g, x, y]| {
+                g.mul(via_f64(x, |x| x.powf(y.to_f64()) * x.ln()))
+            })?),
         };
         Ok((lhs, rhs))
     }
+
+    fn backward_typed<T: Element + Storable>(
+        &self,
+        g: &NDArray,
+        a: &NDArray,
+        b: &NDArray,
+    ) -> Result<Vec<Option<NDArray>>> {
+        let shape = g.shape().to_vec();
+        let (sa, sb, sg) = (
+            broadcast_strides(a.shape(), &shape),
+            broadcast_strides(b.shape(), &shape),
+            contiguous_strides(&shape),
+        );
+        let gs = data::<T>(g, self.op, "output gradient")?;
+        let (lhs, rhs) = self.backward_values(
+            &shape,
+            Operand {
+                data: gs,
+                strides: &sg,
+            },
+            Operand {
+                data: data(a, self.op, "lhs")?,
+                strides: &sa,
+            },
+            Operand {
+                data: data(b, self.op, "rhs")?,
+                strides: &sb,
+            },
+        )?;
+        let finish = |full: Option<Vec<T>>, like: &NDArray| -> Result<NDArray> {
+            match full {
+                None if like.shape() == shape.as_slice() => Ok(g.clone()),
+                None => sum_to(gs.to_vec(), &shape, like.shape()),
+                Some(v) => sum_to(v, &shape, like.shape()),
+            }
+        };
+        Ok(vec![Some(finish(lhs, a)?), Some(finish(rhs, b)?)])
+    }
+}
+
+/// The name of binary input `i` in errors.
+fn lhs_rhs(i: usize) -> String {
+    format!("input \"{}\"", ["lhs", "rhs", "output gradient"][i.min(2)])
 }
 
 impl Operator for Binary {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+
     fn arguments(&self) -> Vec<String> {
         vec!["lhs".into(), "rhs".into()]
     }
@@ -373,76 +221,40 @@ impl Operator for Binary {
 
     fn forward(
         &self,
-        _ctx: &OpCtx,
+        ctx: &OpCtx,
         inputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
         let (a, b) = (&inputs[0], &inputs[1]);
-        let shape = if self.broadcast {
-            broadcast_shape(self.op, a.shape(), b.shape())?
-        } else {
-            if a.shape() != b.shape() {
-                return Err(Error::shape(self.op, "input \"rhs\"", a.shape(), b.shape()));
-            }
-            a.shape().to_vec()
-        };
-        let (sa, sb) = (
-            broadcast_strides(a.shape(), &shape),
-            broadcast_strides(b.shape(), &shape),
-        );
-        let out = self.forward_values(
-            &shape,
-            Operand {
-                data: data(a, self.op, "lhs")?,
-                strides: &sa,
-            },
-            Operand {
-                data: data(b, self.op, "rhs")?,
-                strides: &sb,
-            },
-        )?;
-        Ok(vec![NDArray::from_f32(&shape, out)?])
+        if !self.broadcast && a.shape() != b.shape() {
+            return Err(Error::shape(self.op, "input \"rhs\"", a.shape(), b.shape()));
+        }
+        let dtype = same_dtype(self.op, ctx.node, inputs, lhs_rhs)?;
+        let out = with_dtype!(dtype, T => {
+            let (shape, v) = binary::binary::<T>(
+                self.kind,
+                data(a, self.op, "lhs")?,
+                a.shape(),
+                data(b, self.op, "rhs")?,
+                b.shape(),
+            )?;
+            NDArray::from_vec(&shape, v)?
+        });
+        Ok(vec![out])
     }
 
     fn backward(
         &self,
-        _ctx: &OpCtx,
+        ctx: &OpCtx,
         out_grads: &[NDArray],
         inputs: &[NDArray],
         _outputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<Option<NDArray>>> {
         let (a, b, g) = (&inputs[0], &inputs[1], &out_grads[0]);
-        let shape = g.shape().to_vec();
-        let (sa, sb, sg) = (
-            broadcast_strides(a.shape(), &shape),
-            broadcast_strides(b.shape(), &shape),
-            contiguous_strides(&shape),
-        );
-        let gs = data(g, self.op, "output gradient")?;
-        let (lhs, rhs) = self.backward_values(
-            &shape,
-            Operand {
-                data: gs,
-                strides: &sg,
-            },
-            Operand {
-                data: data(a, self.op, "lhs")?,
-                strides: &sa,
-            },
-            Operand {
-                data: data(b, self.op, "rhs")?,
-                strides: &sb,
-            },
-        )?;
-        let finish = |full: Option<Vec<f32>>, like: &NDArray| -> Result<NDArray> {
-            match full {
-                None if like.shape() == shape.as_slice() => Ok(g.clone()),
-                None => sum_to(gs.to_vec(), &shape, like.shape()),
-                Some(v) => sum_to(v, &shape, like.shape()),
-            }
-        };
-        Ok(vec![Some(finish(lhs, a)?), Some(finish(rhs, b)?)])
+        with_dtype!(same_dtype(self.op, ctx.node, &[a.clone(), b.clone(), g.clone()], lhs_rhs)?, T => {
+            self.backward_typed::<T>(g, a, b)
+        })
     }
 }
 
@@ -463,56 +275,103 @@ macro_rules! binary_def {
 // ---------------------------------------------------------------------------------------------
 // Scalar operators.
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Sc {
-    Plus,
-    Minus,
-    RMinus,
-    Mul,
-    Div,
-    RDiv,
-    Power,
-    RPower,
-    Maximum,
-    Minimum,
-}
-
-static SCALAR: &[(&str, Sc)] = &[
-    ("_plus_scalar", Sc::Plus),
-    ("_minus_scalar", Sc::Minus),
-    ("_rminus_scalar", Sc::RMinus),
-    ("_mul_scalar", Sc::Mul),
-    ("_div_scalar", Sc::Div),
-    ("_rdiv_scalar", Sc::RDiv),
-    ("_power_scalar", Sc::Power),
-    ("_rpower_scalar", Sc::RPower),
-    ("_maximum_scalar", Sc::Maximum),
-    ("_minimum_scalar", Sc::Minimum),
+/// MXNet name, operation, and whether the scalar is the left operand.
+static SCALAR: &[(&str, BinaryOp, bool)] = &[
+    ("_plus_scalar", BinaryOp::Add, false),
+    ("_minus_scalar", BinaryOp::Sub, false),
+    ("_rminus_scalar", BinaryOp::Sub, true),
+    ("_mul_scalar", BinaryOp::Mul, false),
+    ("_div_scalar", BinaryOp::Div, false),
+    ("_rdiv_scalar", BinaryOp::Div, true),
+    ("_power_scalar", BinaryOp::Pow, false),
+    ("_rpower_scalar", BinaryOp::Pow, true),
+    ("_maximum_scalar", BinaryOp::Maximum, false),
+    ("_minimum_scalar", BinaryOp::Minimum, false),
 ];
 
 #[derive(Debug)]
 struct ScalarOp {
     op: &'static str,
-    kind: Sc,
-    s: f32,
+    kind: BinaryOp,
+    reverse: bool,
+    s: f64,
 }
 
 fn create_scalar(p: &Params) -> Result<Arc<dyn Operator>> {
-    let &(op, kind) = SCALAR
+    let &(op, kind, reverse) = SCALAR
         .iter()
-        .find(|(n, _)| *n == p.op)
+        .find(|(n, _, _)| *n == p.op)
         .ok_or_else(|| Error::Msg(format!("internal: no scalar operator {}", p.op)))?;
-    // MXNet parses the scalar as a double and casts it to the data type (float32) before
-    // applying it; is_int only matters for integer arrays.
+    // MXNet parses the scalar as a double and casts it to the data type before applying it;
+    // is_int only records how the front end saw it.
     let _ = p.bool("is_int")?;
     Ok(Arc::new(ScalarOp {
         op,
         kind,
-        s: p.float("scalar")? as f32,
+        reverse,
+        s: p.float("scalar")?,
     }))
 }
 
+impl ScalarOp {
+    /// dx from (g, x, y); the functors are MXNet's: rdiv_grad = -s/x², power_grad =
+    /// s·x^(s-1), rpower_grad = y·ln s (from the output), maximum/minimum pass ties (ge / le).
+    fn gradient<T: Element + Storable>(
+        &self,
+        g: &NDArray,
+        x: &NDArray,
+        y: &NDArray,
+    ) -> Result<Vec<T>> {
+        let shape = g.shape();
+        let st = contiguous_strides(shape);
+        let operand = |a: &'_ NDArray, what: &str| -> Result<()> {
+            if a.shape() != shape {
+                return Err(Error::shape(self.op, what, shape, a.shape()));
+            }
+            Ok(())
+        };
+        operand(x, "data")?;
+        operand(y, "output")?;
+        let ins = [
+            Operand {
+                data: data::<T>(g, self.op, "output gradient")?,
+                strides: &st,
+            },
+            Operand {
+                data: data::<T>(x, self.op, "data")?,
+                strides: &st,
+            },
+            Operand {
+                data: data::<T>(y, self.op, "output")?,
+                strides: &st,
+            },
+        ];
+        let (s, sf) = (T::from_f64(self.s), self.s);
+        let zero = T::zero();
+        match (self.kind, self.reverse) {
+            (BinaryOp::Sub, true) => map_n(shape, ins, |[g, _, _]| g.neg()),
+            (BinaryOp::Add | BinaryOp::Sub, _) => map_n(shape, ins, |[g, _, _]| g),
+            (BinaryOp::Mul, _) => map_n(shape, ins, |[g, _, _]| g.mul(s)),
+            (BinaryOp::Div, false) => map_n(shape, ins, |[g, _, _]| g.div(s)),
+            (BinaryOp::Div, true) => map_n(shape, ins, |[g, x, _]| g.mul(s.neg().div(x.mul(x)))),
+            (BinaryOp::Pow, false) => map_n(shape, ins, |[g, x, _]| {
+                g.mul(s.mul(via_f64(x, |x| x.powf(sf - 1.0))))
+            }),
+            (BinaryOp::Pow, true) => {
+                let ln_s = T::from_f64(sf.ln());
+                map_n(shape, ins, |[g, _, y]| g.mul(y.mul(ln_s)))
+            }
+            (BinaryOp::Maximum, _) => map_n(shape, ins, |[g, x, _]| if x >= s { g } else { zero }),
+            _ => map_n(shape, ins, |[g, x, _]| if x <= s { g } else { zero }),
+        }
+    }
+}
+
 impl Operator for ScalarOp {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -533,26 +392,11 @@ impl Operator for ScalarOp {
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
         let x = &inputs[0];
-        let shape = x.shape();
-        let st = contiguous_strides(shape);
-        let ins = [Operand {
-            data: data(x, self.op, "data")?,
-            strides: &st,
-        }];
-        let s = self.s;
-        let out = match self.kind {
-            Sc::Plus => map_n(shape, ins, |[x]| x + s),
-            Sc::Minus => map_n(shape, ins, |[x]| x - s),
-            Sc::RMinus => map_n(shape, ins, |[x]| s - x),
-            Sc::Mul => map_n(shape, ins, |[x]| x * s),
-            Sc::Div => map_n(shape, ins, |[x]| x / s),
-            Sc::RDiv => map_n(shape, ins, |[x]| s / x),
-            Sc::Power => map_n(shape, ins, |[x]| x.powf(s)),
-            Sc::RPower => map_n(shape, ins, |[x]| s.powf(x)),
-            Sc::Maximum => map_n(shape, ins, |[x]| if x > s { x } else { s }),
-            Sc::Minimum => map_n(shape, ins, |[x]| if x < s { x } else { s }),
-        }?;
-        Ok(vec![NDArray::from_f32(shape, out)?])
+        let out = with_dtype!(x.dtype(), T => {
+            let v = binary::scalar::<T>(self.kind, data(x, self.op, "data")?, T::from_f64(self.s), self.reverse)?;
+            NDArray::from_vec(x.shape(), v)?
+        });
+        Ok(vec![out])
     }
 
     fn backward(
@@ -564,46 +408,16 @@ impl Operator for ScalarOp {
         _aux: &mut [NDArray],
     ) -> Result<Vec<Option<NDArray>>> {
         let g = &out_grads[0];
-        if matches!(self.kind, Sc::Plus | Sc::Minus) {
+        if matches!(
+            (self.kind, self.reverse),
+            (BinaryOp::Add, _) | (BinaryOp::Sub, false)
+        ) {
             return Ok(vec![Some(g.clone())]);
         }
-        let shape = g.shape();
-        let st = contiguous_strides(shape);
-        fn op<'a>(
-            name: &str,
-            a: &'a NDArray,
-            st: &'a [usize],
-            shape: &[usize],
-            what: &str,
-        ) -> Result<Operand<'a>> {
-            if a.shape() != shape {
-                return Err(Error::shape(name, what, shape, a.shape()));
-            }
-            Ok(Operand {
-                data: data(a, name, what)?,
-                strides: st,
-            })
-        }
-        // (g, x, y); the functors are MXNet's: rdiv_grad = -s/x², power_grad = s·x^(s-1),
-        // rpower_grad = y·ln s (from the output), maximum/minimum pass ties (ge / le).
-        let ins = [
-            op(self.op, g, &st, shape, "output gradient")?,
-            op(self.op, &inputs[0], &st, shape, "data")?,
-            op(self.op, &outputs[0], &st, shape, "output")?,
-        ];
-        let s = self.s;
-        let dx = match self.kind {
-            Sc::Plus | Sc::Minus => map_n(shape, ins, |[g, _, _]| g),
-            Sc::RMinus => map_n(shape, ins, |[g, _, _]| -g),
-            Sc::Mul => map_n(shape, ins, |[g, _, _]| g * s),
-            Sc::Div => map_n(shape, ins, |[g, _, _]| g / s),
-            Sc::RDiv => map_n(shape, ins, |[g, x, _]| g * (-s / (x * x))),
-            Sc::Power => map_n(shape, ins, |[g, x, _]| g * (s * x.powf(s - 1.0))),
-            Sc::RPower => map_n(shape, ins, |[g, _, y]| g * (y * s.ln())),
-            Sc::Maximum => map_n(shape, ins, |[g, x, _]| if x >= s { g } else { 0.0 }),
-            Sc::Minimum => map_n(shape, ins, |[g, x, _]| if x <= s { g } else { 0.0 }),
-        }?;
-        Ok(vec![Some(NDArray::from_f32(shape, dx)?)])
+        let dx = with_dtype!(g.dtype(), T => {
+            NDArray::from_vec(g.shape(), self.gradient::<T>(g, &inputs[0], &outputs[0])?)?
+        });
+        Ok(vec![Some(dx)])
     }
 }
 
@@ -612,13 +426,13 @@ const SCALAR_PARAMS: &[ParamDef] = &[
         "scalar",
         Float,
         Some("1"),
-        "The scalar operand (applied in the data type, float32).",
+        "The scalar operand (cast to the data type before it is applied, as MXNet does).",
     ),
     param(
         "is_int",
         Bool,
         Some("True"),
-        "Whether MXNet saw the scalar as an integer; accepted for MXNet 1.9 JSON, no effect on float32 data.",
+        "Whether MXNet saw the scalar as an integer; accepted for MXNet 1.9 JSON (the scalar is cast to the data type either way).",
     ),
 ];
 
@@ -650,9 +464,34 @@ impl AddN {
             n: p.usize_min("num_args", 1)?,
         }))
     }
+
+    /// The inputs summed in argument order, element by element: the same bits at any
+    /// thread count.
+    fn sum<T: Element + Storable>(inputs: &[NDArray]) -> Result<Vec<T>> {
+        let xs = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, x)| data::<T>(x, "add_n", &format!("arg{i}")))
+            .collect::<Result<Vec<_>>>()?;
+        let mut out = vec![T::zero(); xs.first().map_or(0, |x| x.len())];
+        par::for_each_chunk_mut(&mut out, |start, chunk| {
+            let end = start + chunk.len();
+            chunk.copy_from_slice(&xs[0][start..end]);
+            for x in &xs[1..] {
+                for (o, &v) in chunk.iter_mut().zip(&x[start..end]) {
+                    *o = o.add(v);
+                }
+            }
+        });
+        Ok(out)
+    }
 }
 
 impl Operator for AddN {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+
     fn arguments(&self) -> Vec<String> {
         (0..self.n).map(|i| format!("arg{i}")).collect()
     }
@@ -670,7 +509,7 @@ impl Operator for AddN {
 
     fn forward(
         &self,
-        _ctx: &OpCtx,
+        ctx: &OpCtx,
         inputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
@@ -678,7 +517,6 @@ impl Operator for AddN {
             return Err(Error::Msg("internal: add_n without inputs".into()));
         };
         let shape = first.shape();
-        let mut xs = Vec::with_capacity(inputs.len());
         for (i, x) in inputs.iter().enumerate() {
             if x.shape() != shape {
                 return Err(Error::shape(
@@ -688,20 +526,12 @@ impl Operator for AddN {
                     x.shape(),
                 ));
             }
-            xs.push(data(x, "add_n", &format!("arg{i}"))?);
         }
-        let mut out = vec![0.0f32; first.size()];
-        // Summed in argument order, element by element: the same bits at any thread count.
-        par::for_each_chunk_mut(&mut out, |start, chunk| {
-            let end = start + chunk.len();
-            chunk.copy_from_slice(&xs[0][start..end]);
-            for x in &xs[1..] {
-                for (o, v) in chunk.iter_mut().zip(&x[start..end]) {
-                    *o += v;
-                }
-            }
+        let t = same_dtype("add_n", ctx.node, inputs, |i| format!("input \"arg{i}\""))?;
+        let out = with_dtype!(t, T => {
+            NDArray::from_vec(shape, Self::sum::<T>(inputs)?)?
         });
-        Ok(vec![NDArray::from_f32(shape, out)?])
+        Ok(vec![out])
     }
 
     fn backward(
@@ -721,20 +551,72 @@ impl Operator for AddN {
 
 #[derive(Debug)]
 struct Clip {
-    lo: f32,
-    hi: f32,
+    lo: f64,
+    hi: f64,
 }
 
 impl Clip {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
         Ok(Arc::new(Clip {
-            lo: p.float("a_min")? as f32,
-            hi: p.float("a_max")? as f32,
+            lo: p.float("a_min")?,
+            hi: p.float("a_max")?,
         }))
+    }
+
+    /// The bounds cast to the data type, as MXNet casts them.
+    fn bounds<T: Element>(&self) -> (T, T) {
+        (T::from_f64(self.lo), T::from_f64(self.hi))
+    }
+
+    fn clip<T: Element + Storable>(&self, x: &NDArray) -> Result<Vec<T>> {
+        let st = contiguous_strides(x.shape());
+        let (lo, hi) = self.bounds::<T>();
+        // mshadow_op::clip: the upper bound is tested first, NaN passes through.
+        map_n(
+            x.shape(),
+            [Operand {
+                data: data::<T>(x, "clip", "data")?,
+                strides: &st,
+            }],
+            |[v]| {
+                if v > hi {
+                    hi
+                } else if v < lo {
+                    lo
+                } else {
+                    v
+                }
+            },
+        )
+    }
+
+    /// The gradient passes where a_min <= x <= a_max (bounds included, as MXNet's clip_grad).
+    fn gradient<T: Element + Storable>(&self, g: &NDArray, x: &NDArray) -> Result<Vec<T>> {
+        let st = contiguous_strides(x.shape());
+        let (lo, hi) = self.bounds::<T>();
+        let zero = T::zero();
+        map_n(
+            x.shape(),
+            [
+                Operand {
+                    data: data::<T>(g, "clip", "output gradient")?,
+                    strides: &st,
+                },
+                Operand {
+                    data: data::<T>(x, "clip", "data")?,
+                    strides: &st,
+                },
+            ],
+            |[g, v]| if v > hi || v < lo { zero } else { g },
+        )
     }
 }
 
 impl Operator for Clip {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -755,26 +637,8 @@ impl Operator for Clip {
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
         let x = &inputs[0];
-        let st = contiguous_strides(x.shape());
-        let (lo, hi) = (self.lo, self.hi);
-        // mshadow_op::clip: the upper bound is tested first, NaN passes through.
-        let out = map_n(
-            x.shape(),
-            [Operand {
-                data: data(x, "clip", "data")?,
-                strides: &st,
-            }],
-            |[v]| {
-                if v > hi {
-                    hi
-                } else if v < lo {
-                    lo
-                } else {
-                    v
-                }
-            },
-        )?;
-        Ok(vec![NDArray::from_f32(x.shape(), out)?])
+        let out = with_dtype!(x.dtype(), T => NDArray::from_vec(x.shape(), self.clip::<T>(x)?)?);
+        Ok(vec![out])
     }
 
     fn backward(
@@ -794,24 +658,9 @@ impl Operator for Clip {
                 g.shape(),
             ));
         }
-        let st = contiguous_strides(x.shape());
-        let (lo, hi) = (self.lo, self.hi);
-        // The gradient passes where a_min <= x <= a_max (bounds included, as MXNet's clip_grad).
-        let dx = map_n(
-            x.shape(),
-            [
-                Operand {
-                    data: data(g, "clip", "output gradient")?,
-                    strides: &st,
-                },
-                Operand {
-                    data: data(x, "clip", "data")?,
-                    strides: &st,
-                },
-            ],
-            |[g, v]| if v > hi || v < lo { 0.0 } else { g },
-        )?;
-        Ok(vec![Some(NDArray::from_f32(x.shape(), dx)?)])
+        let dx =
+            with_dtype!(x.dtype(), T => NDArray::from_vec(x.shape(), self.gradient::<T>(g, x)?)?);
+        Ok(vec![Some(dx)])
     }
 }
 
@@ -849,7 +698,90 @@ impl Where {
     }
 }
 
+impl Where {
+    /// The condition as ones and zeros of the data type, read in x's index space (any
+    /// nonzero condition value selects x, whatever the condition's own dtype).
+    fn mask<T: Element + Storable>(
+        &self,
+        node: &str,
+        c: &NDArray,
+        shape: &[usize],
+    ) -> Result<(Vec<T>, Vec<usize>)> {
+        let sc = Self::cond_strides(c.shape(), shape)
+            .ok_or_else(|| Self::cond_error(node, shape, c.shape()))?;
+        let flags = c
+            .astype(DType::Float64)
+            .to_f64_vec()
+            .into_iter()
+            .map(|v| if v != 0.0 { T::one() } else { T::zero() })
+            .collect();
+        Ok((flags, sc))
+    }
+
+    fn select<T: Element + Storable>(
+        &self,
+        node: &str,
+        c: &NDArray,
+        x: &NDArray,
+        y: &NDArray,
+    ) -> Result<Vec<T>> {
+        let shape = x.shape();
+        let (mask, sc) = self.mask::<T>(node, c, shape)?;
+        let st = contiguous_strides(shape);
+        let zero = T::zero();
+        map_n(
+            shape,
+            [
+                Operand {
+                    data: &mask,
+                    strides: &sc,
+                },
+                Operand {
+                    data: data::<T>(x, "where", "x")?,
+                    strides: &st,
+                },
+                Operand {
+                    data: data::<T>(y, "where", "y")?,
+                    strides: &st,
+                },
+            ],
+            |[c, x, y]| if c != zero { x } else { y },
+        )
+    }
+
+    /// The gradients of x and y: the output gradient where the condition picks each.
+    fn gradients<T: Element + Storable>(
+        &self,
+        node: &str,
+        c: &NDArray,
+        g: &NDArray,
+    ) -> Result<[Vec<T>; 2]> {
+        let shape = g.shape();
+        let (mask, sc) = self.mask::<T>(node, c, shape)?;
+        let st = contiguous_strides(shape);
+        let ins = [
+            Operand {
+                data: &mask,
+                strides: &sc,
+            },
+            Operand {
+                data: data::<T>(g, "where", "output gradient")?,
+                strides: &st,
+            },
+        ];
+        let zero = T::zero();
+        Ok([
+            map_n(shape, ins, |[c, g]| if c != zero { g } else { zero })?,
+            map_n(shape, ins, |[c, g]| if c != zero { zero } else { g })?,
+        ])
+    }
+}
+
 impl Operator for Where {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+
     fn arguments(&self) -> Vec<String> {
         vec!["condition".into(), "x".into(), "y".into()]
     }
@@ -871,6 +803,20 @@ impl Operator for Where {
         Ok(vec![shape])
     }
 
+    /// MXNet's WhereOpType: x, y and the output share one dtype; the condition keeps its own
+    /// (float32 when nothing says otherwise).
+    fn infer_type(
+        &self,
+        inputs: &mut [Option<DType>],
+        _aux: &mut [Option<DType>],
+    ) -> Result<Vec<DType>> {
+        let t = inputs[1].or(inputs[2]).unwrap_or(DType::Float32);
+        inputs[1] = Some(t);
+        inputs[2] = Some(t);
+        inputs[0] = Some(inputs[0].unwrap_or(t));
+        Ok(vec![t])
+    }
+
     fn forward(
         &self,
         ctx: &OpCtx,
@@ -882,28 +828,11 @@ impl Operator for Where {
         if y.shape() != shape {
             return Err(Error::shape("where", "input \"y\"", shape, y.shape()));
         }
-        let sc = Self::cond_strides(c.shape(), shape)
-            .ok_or_else(|| Self::cond_error(ctx.node, shape, c.shape()))?;
-        let st = contiguous_strides(shape);
-        let out = map_n(
-            shape,
-            [
-                Operand {
-                    data: data(c, "where", "condition")?,
-                    strides: &sc,
-                },
-                Operand {
-                    data: data(x, "where", "x")?,
-                    strides: &st,
-                },
-                Operand {
-                    data: data(y, "where", "y")?,
-                    strides: &st,
-                },
-            ],
-            |[c, x, y]| if c != 0.0 { x } else { y },
-        )?;
-        Ok(vec![NDArray::from_f32(shape, out)?])
+        let dtype = same_dtype("where", ctx.node, &inputs[1..], |i| {
+            format!("input \"{}\"", ["x", "y"][i])
+        })?;
+        let out = with_dtype!(dtype, T => NDArray::from_vec(shape, self.select::<T>(ctx.node, c, x, y)?)?);
+        Ok(vec![out])
     }
 
     fn backward(
@@ -916,27 +845,12 @@ impl Operator for Where {
     ) -> Result<Vec<Option<NDArray>>> {
         let (c, g) = (&inputs[0], &out_grads[0]);
         let shape = g.shape();
-        let sc = Self::cond_strides(c.shape(), shape)
-            .ok_or_else(|| Self::cond_error(ctx.node, shape, c.shape()))?;
-        let st = contiguous_strides(shape);
-        let ins = [
-            Operand {
-                data: data(c, "where", "condition")?,
-                strides: &sc,
-            },
-            Operand {
-                data: data(g, "where", "output gradient")?,
-                strides: &st,
-            },
-        ];
-        let dx = map_n(shape, ins, |[c, g]| if c != 0.0 { g } else { 0.0 })?;
-        let dy = map_n(shape, ins, |[c, g]| if c != 0.0 { 0.0 } else { g })?;
+        let [dx, dy] = with_dtype!(g.dtype(), T => {
+            let [dx, dy] = self.gradients::<T>(ctx.node, c, g)?;
+            [NDArray::from_vec(shape, dx)?, NDArray::from_vec(shape, dy)?]
+        });
         // The condition is an index-like input: no gradient.
-        Ok(vec![
-            None,
-            Some(NDArray::from_f32(shape, dx)?),
-            Some(NDArray::from_f32(shape, dy)?),
-        ])
+        Ok(vec![None, Some(dx), Some(dy)])
     }
 }
 
@@ -1087,10 +1001,8 @@ impl Operator for MakeLoss {
             // Elements of the input above valid_thresh, at least 1 ("avoid zero" in MXNet).
             Norm::Valid => {
                 let t = self.valid_thresh;
-                let count = data(x, "MakeLoss", "data")?
-                    .iter()
-                    .filter(|&&v| t < v)
-                    .count();
+                let t = t as f64;
+                let count = x.to_f64_vec().iter().filter(|&&v| t < v).count();
                 self.grad_scale / count.max(1) as f32
             }
         };
@@ -1323,161 +1235,3 @@ pub static OPS: &[OpDef] = &[
         variadic: None,
     },
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn strides_follow_numpy_broadcasting() {
-        assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
-        assert_eq!(broadcast_strides(&[3, 1], &[2, 3, 4]), vec![0, 1, 0]);
-        assert_eq!(broadcast_strides(&[4], &[2, 3, 4]), vec![0, 0, 1]);
-        assert_eq!(broadcast_strides(&[], &[2]), vec![0]);
-    }
-
-    #[test]
-    fn map_n_broadcasts_and_matches_flat_path() {
-        let a: Vec<f32> = (0..6).map(|v| v as f32).collect(); // (2, 3)
-        let b = vec![10.0f32, 20.0]; // (2, 1)
-        let (sa, sb) = (
-            broadcast_strides(&[2, 3], &[2, 3]),
-            broadcast_strides(&[2, 1], &[2, 3]),
-        );
-        let out = map_n(
-            &[2, 3],
-            [
-                Operand {
-                    data: &a,
-                    strides: &sa,
-                },
-                Operand {
-                    data: &b,
-                    strides: &sb,
-                },
-            ],
-            |[x, y]| x + y,
-        )
-        .unwrap();
-        assert_eq!(out, vec![10.0, 11.0, 12.0, 23.0, 24.0, 25.0]);
-        // Too short an operand is an error, not a panic.
-        let short = [1.0f32];
-        assert!(map_n(
-            &[2, 3],
-            [Operand {
-                data: &short,
-                strides: &sa
-            }],
-            |[x]| x
-        )
-        .is_err());
-        // A large broadcast agrees with the flat path and is exact.
-        let n = par::SERIAL_BELOW * 2 + 5;
-        let big: Vec<f32> = (0..n).map(|v| (v % 97) as f32).collect();
-        let one = [2.0f32];
-        let s1 = contiguous_strides(&[n]);
-        let s0 = broadcast_strides(&[1], &[n]);
-        let got = map_n(
-            &[n],
-            [
-                Operand {
-                    data: &big,
-                    strides: &s1,
-                },
-                Operand {
-                    data: &one,
-                    strides: &s0,
-                },
-            ],
-            |[x, y]| x * y,
-        )
-        .unwrap();
-        assert!(got.iter().zip(&big).all(|(g, v)| *g == v * 2.0));
-    }
-
-    /// Element `i` of the output read the naive way: decode, drop broadcast axes, re-encode.
-    fn naive_index(i: usize, out: &[usize], shape: &[usize]) -> usize {
-        let pad = out.len() - shape.len();
-        let mut rem = i;
-        let mut idx = vec![0; out.len()];
-        for ax in (0..out.len()).rev() {
-            idx[ax] = rem % out[ax];
-            rem /= out[ax];
-        }
-        let mut off = 0;
-        for (j, &d) in shape.iter().enumerate() {
-            off = off * d + if d == 1 { 0 } else { idx[j + pad] };
-        }
-        off
-    }
-
-    #[test]
-    fn map_n_agrees_with_naive_broadcasting() {
-        let big = par::SERIAL_BELOW / 64 + 3;
-        let cases: Vec<(Vec<usize>, Vec<usize>)> = vec![
-            (vec![2, 3, 4, 5], vec![1, 3, 1, 1]),
-            (vec![2, 3, 4, 5], vec![3, 1, 5]),
-            (vec![5, 1, 7], vec![1, 6, 1]),
-            (vec![4, 1], vec![1, 70]),
-            (vec![big, 2, 64], vec![1, 2, 1]),
-            (vec![big, 3, 33], vec![33]),
-            (vec![3, big, 17], vec![3, 1, 1]),
-            (vec![1], vec![big, 40]),
-        ];
-        for (sa, sb) in cases {
-            let out = broadcast_shape("t", &sa, &sb).unwrap();
-            let a: Vec<f32> = (0..sa.iter().product::<usize>())
-                .map(|v| (v % 1013) as f32)
-                .collect();
-            let b: Vec<f32> = (0..sb.iter().product::<usize>())
-                .map(|v| (v % 17) as f32 * 0.5)
-                .collect();
-            let (ta, tb) = (broadcast_strides(&sa, &out), broadcast_strides(&sb, &out));
-            let got = map_n(
-                &out,
-                [
-                    Operand {
-                        data: &a,
-                        strides: &ta,
-                    },
-                    Operand {
-                        data: &b,
-                        strides: &tb,
-                    },
-                ],
-                |[x, y]| x * 3.0 - y,
-            )
-            .unwrap();
-            for (i, g) in got.iter().enumerate() {
-                let want = a[naive_index(i, &out, &sa)] * 3.0 - b[naive_index(i, &out, &sb)];
-                assert_eq!(*g, want, "{sa:?} x {sb:?} at {i}");
-            }
-            // The gradient of b, summed back, matches a naive accumulation.
-            let g = sum_to(got.clone(), &out, &sb).unwrap().to_f64_vec();
-            let mut want = vec![0.0f64; b.len()];
-            for (i, v) in got.iter().enumerate() {
-                want[naive_index(i, &out, &sb)] += *v as f64;
-            }
-            for (x, y) in g.iter().zip(&want) {
-                assert!((x - y).abs() <= 1e-6 * y.abs().max(1.0), "{sa:?} x {sb:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn sum_to_reduces_repeated_axes() {
-        let full: Vec<f32> = (0..24).map(|v| v as f32).collect(); // (2, 3, 4)
-        let g = sum_to(full.clone(), &[2, 3, 4], &[3, 1]).unwrap();
-        assert_eq!(g.shape(), &[3, 1]);
-        let want: Vec<f64> = (0..3)
-            .map(|j| {
-                (0..2)
-                    .flat_map(|i| (0..4).map(move |k| (i * 12 + j * 4 + k) as f64))
-                    .sum()
-            })
-            .collect();
-        assert_eq!(g.to_f64_vec(), want);
-        let same = sum_to(full, &[2, 3, 4], &[2, 3, 4]).unwrap();
-        assert_eq!(same.shape(), &[2, 3, 4]);
-    }
-}

@@ -1,135 +1,54 @@
-//! Matrix products (MXNet `dot`, `batch_dot`): forward and backward through the GEMM kernel.
+//! Matrix products (MXNet `dot`, `batch_dot`): forward and backward through the GEMM kernel,
+//! in the operands' own dtype (as `NDArray` products).
 
 use super::params::{param, ParamDef, ParamKind::*};
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{tuple_text, Error, Result};
-use crate::kernels::gemm::{gemm, MatRef};
-use crate::kernels::par;
-use crate::tensor::linalg::dot;
-use crate::tensor::NDArray;
-use std::sync::{Arc, Mutex};
+use crate::kernels::gemm::{batch_entry, per_batch, GemmScalar, Product};
+use crate::tensor::linalg::{batch_dot, dot, with_gemm_dtype};
+use crate::tensor::{DType, NDArray, Storable};
+use std::sync::Arc;
 
-/// One product `op(A) · op(B)` as stored matrices: A is `a.0 × a.1`, B is `b.0 × b.1`
-/// (row-major), `op` transposes when `ta` / `tb`; the result is `m × n` with inner size `k`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Product {
-    /// Rows and columns of A as stored.
-    pub a: (usize, usize),
-    /// Rows and columns of B as stored.
-    pub b: (usize, usize),
-    /// Whether A is transposed.
-    pub ta: bool,
-    /// Whether B is transposed.
-    pub tb: bool,
-}
-
-impl Product {
-    /// Rows of the result.
-    pub fn m(&self) -> usize {
-        if self.ta {
-            self.a.1
-        } else {
-            self.a.0
-        }
+/// The gradients of both operands of `batch` products `p` (one for `dot`), in the operands'
+/// dtype (float16 through float32, as the forward pass).
+fn gradients(
+    p: &Product,
+    batch: usize,
+    g: &NDArray,
+    a: &NDArray,
+    b: &NDArray,
+) -> Result<(NDArray, NDArray)> {
+    fn typed<T: GemmScalar + Storable>(
+        p: &Product,
+        batch: usize,
+        g: &NDArray,
+        a: &NDArray,
+        b: &NDArray,
+    ) -> Result<(NDArray, NDArray)> {
+        let g_s = g.values::<T>("dot: output gradient")?;
+        let (x, y) = (a.values::<T>("dot: lhs")?, b.values::<T>("dot: rhs")?);
+        let (sa, sb, sc) = (p.a.0 * p.a.1, p.b.0 * p.b.1, p.m() * p.n());
+        let mut da = vec![T::ZERO; batch * sa];
+        per_batch(&mut da, sa, |i, d| {
+            p.grad_a(batch_entry(g_s, i, sc)?, batch_entry(y, i, sb)?, d)
+        })?;
+        let mut db = vec![T::ZERO; batch * sb];
+        per_batch(&mut db, sb, |i, d| {
+            p.grad_b(batch_entry(g_s, i, sc)?, batch_entry(x, i, sa)?, d)
+        })?;
+        Ok((
+            NDArray::from_vec(a.shape(), da)?,
+            NDArray::from_vec(b.shape(), db)?,
+        ))
     }
-    /// Columns of the result.
-    pub fn n(&self) -> usize {
-        if self.tb {
-            self.b.0
-        } else {
-            self.b.1
-        }
-    }
-    /// Inner size as seen from A.
-    pub fn k(&self) -> usize {
-        if self.ta {
-            self.a.0
-        } else {
-            self.a.1
-        }
-    }
-    /// Inner size as seen from B.
-    pub fn k_b(&self) -> usize {
-        if self.tb {
-            self.b.1
-        } else {
-            self.b.0
-        }
-    }
-
-    fn op_a<'a>(&self, a: &'a [f32]) -> MatRef<'a, f32> {
-        let m = MatRef::row_major(a, self.a.0, self.a.1);
-        if self.ta {
-            m.t()
-        } else {
-            m
-        }
-    }
-
-    fn op_b<'a>(&self, b: &'a [f32]) -> MatRef<'a, f32> {
-        let m = MatRef::row_major(b, self.b.0, self.b.1);
-        if self.tb {
-            m.t()
-        } else {
-            m
-        }
-    }
-
-    /// `c = op(A) · op(B)`.
-    pub fn forward(&self, a: &[f32], b: &[f32], c: &mut [f32]) -> Result<()> {
-        gemm(self.op_a(a), self.op_b(b), c, false)
-    }
-
-    /// The gradient of A given the output gradient `g` (m × n): G·op(B)ᵀ, transposed back
-    /// to A's storage when `ta` (op(B)·Gᵀ).
-    pub fn grad_a(&self, g: &[f32], b: &[f32], da: &mut [f32]) -> Result<()> {
-        let gm = MatRef::row_major(g, self.m(), self.n());
-        if self.ta {
-            gemm(self.op_b(b), gm.t(), da, false)
-        } else {
-            gemm(gm, self.op_b(b).t(), da, false)
-        }
-    }
-
-    /// The gradient of B: op(A)ᵀ·G, or Gᵀ·op(A) in B's storage when `tb`.
-    pub fn grad_b(&self, g: &[f32], a: &[f32], db: &mut [f32]) -> Result<()> {
-        let gm = MatRef::row_major(g, self.m(), self.n());
-        if self.tb {
-            gemm(gm.t(), self.op_a(a), db, false)
-        } else {
-            gemm(self.op_a(a).t(), gm, db, false)
-        }
-    }
-}
-
-/// Runs `f(i, out_i)` for each of the `out.len() / size` batch entries in parallel; the first
-/// error (if any) is returned.
-fn per_batch(
-    out: &mut [f32],
-    size: usize,
-    f: impl Fn(usize, &mut [f32]) -> Result<()> + Sync + Send,
-) -> Result<()> {
-    if size == 0 {
-        return Ok(());
-    }
-    let failed: Mutex<Option<Error>> = Mutex::new(None);
-    par::for_each_row_mut(out, size, |i, chunk| {
-        if let Err(e) = f(i, chunk) {
-            if let Ok(mut slot) = failed.lock() {
-                slot.get_or_insert(e);
-            }
-        }
-    });
-    match failed.into_inner() {
-        Ok(Some(e)) => Err(e),
-        Ok(None) => Ok(()),
-        Err(_) => Err(Error::Msg("internal: a batched product panicked".into())),
-    }
-}
-
-fn slice(x: &[f32], i: usize, size: usize) -> Result<&[f32]> {
-    x.get(i * size..(i + 1) * size)
-        .ok_or_else(|| Error::Msg("internal: batch slice out of range".into()))
+    let g32;
+    let g = if a.dtype() == DType::Float16 {
+        g32 = g.astype(DType::Float32);
+        &g32
+    } else {
+        g
+    };
+    with_gemm_dtype!(a, b, T => typed::<T>(p, batch, g, a, b))
 }
 
 fn shape_text(s: &[usize]) -> String {
@@ -229,6 +148,10 @@ impl Dot {
 }
 
 impl Operator for Dot {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+
     fn arguments(&self) -> Vec<String> {
         vec!["lhs".into(), "rhs".into()]
     }
@@ -268,16 +191,8 @@ impl Operator for Dot {
     ) -> Result<Vec<Option<NDArray>>> {
         let (a, b) = (&inputs[0], &inputs[1]);
         let (p, _) = self.plan(ctx.node, a.shape(), b.shape())?;
-        let g = out_grads[0].f32s("dot: output gradient")?;
-        let (x, y) = (a.f32s("dot: lhs")?, b.f32s("dot: rhs")?);
-        let mut da = vec![0.0f32; a.size()];
-        p.grad_a(g, y, &mut da)?;
-        let mut db = vec![0.0f32; b.size()];
-        p.grad_b(g, x, &mut db)?;
-        Ok(vec![
-            Some(NDArray::from_f32(a.shape(), da)?),
-            Some(NDArray::from_f32(b.shape(), db)?),
-        ])
+        let (da, db) = gradients(&p, 1, &out_grads[0], a, b)?;
+        Ok(vec![Some(da), Some(db)])
     }
 }
 
@@ -338,6 +253,10 @@ impl BatchDot {
 }
 
 impl Operator for BatchDot {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+
     fn arguments(&self) -> Vec<String> {
         vec!["lhs".into(), "rhs".into()]
     }
@@ -361,15 +280,8 @@ impl Operator for BatchDot {
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
         let (a, b) = (&inputs[0], &inputs[1]);
-        let (batch, p, out_shape) = self.plan(ctx.node, a.shape(), b.shape())?;
-        let (x, y) = (a.f32s("batch_dot: lhs")?, b.f32s("batch_dot: rhs")?);
-        let (sa, sb, sc) = (p.a.0 * p.a.1, p.b.0 * p.b.1, p.m() * p.n());
-        let mut out = vec![0.0f32; batch * sc];
-        // One GEMM per batch entry, the entries in parallel (each GEMM is small).
-        per_batch(&mut out, sc, |i, c| {
-            p.forward(slice(x, i, sa)?, slice(y, i, sb)?, c)
-        })?;
-        Ok(vec![NDArray::from_f32(&out_shape, out)?])
+        self.plan(ctx.node, a.shape(), b.shape())?;
+        Ok(vec![batch_dot(a, b, self.ta, self.tb)?])
     }
 
     fn backward(
@@ -381,22 +293,9 @@ impl Operator for BatchDot {
         _aux: &mut [NDArray],
     ) -> Result<Vec<Option<NDArray>>> {
         let (a, b) = (&inputs[0], &inputs[1]);
-        let (_, p, _) = self.plan(ctx.node, a.shape(), b.shape())?;
-        let g = out_grads[0].f32s("batch_dot: output gradient")?;
-        let (x, y) = (a.f32s("batch_dot: lhs")?, b.f32s("batch_dot: rhs")?);
-        let (sa, sb, sc) = (p.a.0 * p.a.1, p.b.0 * p.b.1, p.m() * p.n());
-        let mut da = vec![0.0f32; a.size()];
-        per_batch(&mut da, sa, |i, d| {
-            p.grad_a(slice(g, i, sc)?, slice(y, i, sb)?, d)
-        })?;
-        let mut db = vec![0.0f32; b.size()];
-        per_batch(&mut db, sb, |i, d| {
-            p.grad_b(slice(g, i, sc)?, slice(x, i, sa)?, d)
-        })?;
-        Ok(vec![
-            Some(NDArray::from_f32(a.shape(), da)?),
-            Some(NDArray::from_f32(b.shape(), db)?),
-        ])
+        let (batch, p, _) = self.plan(ctx.node, a.shape(), b.shape())?;
+        let (da, db) = gradients(&p, batch, &out_grads[0], a, b)?;
+        Ok(vec![Some(da), Some(db)])
     }
 }
 

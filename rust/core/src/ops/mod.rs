@@ -279,6 +279,26 @@ impl Operator for Float32Compute {
     }
 }
 
+/// The dtype every array of `inputs` shares (MXNet's ElemwiseType rule for ops whose
+/// kernels read one element type), or an error naming the first that differs by
+/// `name(index)`.
+pub(crate) fn same_dtype(
+    op: &str,
+    node: &str,
+    inputs: &[NDArray],
+    name: impl Fn(usize) -> String,
+) -> Result<DType> {
+    let t = inputs.first().map_or(DType::Float32, NDArray::dtype);
+    match inputs.iter().position(|x| x.dtype() != t) {
+        None => Ok(t),
+        Some(i) => Err(Error::invalid(
+            format!("{op} node \"{node}\": {} dtype", name(i)),
+            format!("{t} (the dtype of the first input)"),
+            inputs[i].dtype().name(),
+        )),
+    }
+}
+
 /// The `got` text of the error for a needed input whose shape is still unknown.
 pub const UNKNOWN_SHAPE: &str = "an unknown shape";
 

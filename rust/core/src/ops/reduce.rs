@@ -1,13 +1,15 @@
 //! Reductions and index operators (MXNet `sum`, `mean`, `max`, `min`, `prod`, `nansum`,
 //! `argmax`, `argmin`, `one_hot`).
 
-use super::broadcast::{broadcast_strides, contiguous_strides, map_n, Operand};
 use super::params::{param, ParamDef, ParamKind::*};
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
+use crate::kernels::map::{broadcast_strides, contiguous_strides, map_n, Operand};
 use crate::kernels::par;
-use crate::tensor::reduce::argmax;
-use crate::tensor::{DType, NDArray};
+use crate::kernels::reduce::{reduce, ReduceOp};
+use crate::tensor::reduce::arg_reduce;
+use crate::tensor::{DType, NDArray, Storable};
+use crate::with_dtype;
 use std::sync::Arc;
 
 fn dims(shape: &[usize]) -> Vec<isize> {
@@ -27,170 +29,12 @@ fn axis_error(op: &str, node: &str, ndim: usize, got: impl std::fmt::Display) ->
 }
 
 // ---------------------------------------------------------------------------------------------
-// Kernel: fold over axes.
-
-/// Outputs per task when whole rows accumulate: fixed, so the split never depends on the
-/// thread count.
-const OUT_BLOCK: usize = 1024;
-
-/// (size, stride) of each axis group, outermost first.
-type Groups = Vec<(usize, usize)>;
-
-/// Offset of the `index`-th element (row-major) of the groups' index space.
-fn offset_of(mut index: usize, groups: &[(usize, usize)]) -> usize {
-    let mut off = 0;
-    for &(d, s) in groups.iter().rev() {
-        off += (index % d) * s;
-        index /= d;
-    }
-    off
-}
-
-/// Calls `f(offset)` for every element of the groups' index space, in row-major order (once
-/// with 0 when there are no groups).
-fn for_each_offset(groups: &[(usize, usize)], mut f: impl FnMut(usize)) {
-    let total: usize = groups.iter().map(|g| g.0).product();
-    let mut idx = vec![0usize; groups.len()];
-    let mut off = 0;
-    for _ in 0..total {
-        f(off);
-        for (i, &(d, s)) in groups.iter().enumerate().rev() {
-            idx[i] += 1;
-            off += s;
-            if idx[i] < d {
-                break;
-            }
-            idx[i] = 0;
-            off -= d * s;
-        }
-    }
-}
-
-/// Folds contiguous `x` of `shape` over the axes flagged in `reduced` (`fold(acc, v)` from
-/// `init`, in f64), giving the kept elements in order. Size-1 axes are dropped and neighbours
-/// with the same role merged; when the innermost group is reduced each output folds a
-/// contiguous run, otherwise whole rows accumulate at once (vectorised). Each output folds its
-/// inputs in one fixed order, so results do not depend on the thread count.
-pub fn reduce_axes<A>(
-    x: &[f32],
-    shape: &[usize],
-    reduced: &[bool],
-    init: f64,
-    fold: A,
-) -> Result<Vec<f32>>
-where
-    A: Fn(f64, f32) -> f64 + Sync + Send,
-{
-    let n: usize = shape.iter().product();
-    if x.len() != n || reduced.len() != shape.len() {
-        return Err(Error::Msg(format!(
-            "internal: reduce_axes over {} values of shape {shape:?} ({} flags)",
-            x.len(),
-            reduced.len()
-        )));
-    }
-    if n == 0 {
-        // Nothing to read: an empty kept axis gives no outputs; a reduction over an empty
-        // axis gives `init` for each output.
-        let n_out: usize = shape
-            .iter()
-            .zip(reduced)
-            .filter(|(_, &r)| !r)
-            .map(|(&d, _)| d)
-            .product();
-        return Ok(vec![init as f32; n_out]);
-    }
-    // Axis groups (size, reduced), then their strides.
-    let mut groups: Vec<(usize, bool)> = Vec::new();
-    for (&d, &r) in shape.iter().zip(reduced) {
-        if d == 1 {
-            continue;
-        }
-        match groups.last_mut() {
-            Some((size, role)) if *role == r => *size *= d,
-            _ => groups.push((d, r)),
-        }
-    }
-    let mut kept: Groups = Vec::new();
-    let mut red: Groups = Vec::new();
-    let mut stride = 1;
-    for &(d, r) in groups.iter().rev() {
-        if r {
-            red.insert(0, (d, stride));
-        } else {
-            kept.insert(0, (d, stride));
-        }
-        stride *= d;
-    }
-    let n_out: usize = kept.iter().map(|g| g.0).product();
-    let out = match groups.last() {
-        // Innermost group reduced: each output folds contiguous runs; one task per output.
-        Some(&(run, true)) => {
-            let outer_red = &red[..red.len() - 1];
-            par::map_indices(n_out, n, |i| {
-                let base = offset_of(i, &kept);
-                let mut acc = init;
-                for_each_offset(outer_red, |off| {
-                    for &v in &x[base + off..base + off + run] {
-                        acc = fold(acc, v);
-                    }
-                });
-                acc as f32
-            })
-        }
-        // Innermost group kept (or nothing left): rows of outputs accumulate elementwise, in
-        // fixed blocks of OUT_BLOCK outputs (one task each), walked as runs within rows.
-        _ => {
-            let row_len = kept.last().map_or(1, |g| g.0);
-            let outer_kept = &kept[..kept.len().saturating_sub(1)];
-            let blocks = par::map_indices(n_out.div_ceil(OUT_BLOCK), n, |b| {
-                let start = b * OUT_BLOCK;
-                let len = OUT_BLOCK.min(n_out - start);
-                let mut out = vec![0.0f32; len];
-                let mut acc = vec![init; len.min(row_len)];
-                let mut done = 0;
-                while done < len {
-                    let pos = start + done;
-                    let (row, col) = (pos / row_len, pos % row_len);
-                    let seg = (row_len - col).min(len - done);
-                    let base = offset_of(row, outer_kept) + col;
-                    let acc = &mut acc[..seg];
-                    acc.fill(init);
-                    for_each_offset(&red, |off| {
-                        for (a, &v) in acc.iter_mut().zip(&x[base + off..base + off + seg]) {
-                            *a = fold(*a, v);
-                        }
-                    });
-                    for (o, a) in out[done..done + seg].iter_mut().zip(acc.iter()) {
-                        *o = *a as f32;
-                    }
-                    done += seg;
-                }
-                out
-            });
-            blocks.concat()
-        }
-    };
-    Ok(out)
-}
-
-// ---------------------------------------------------------------------------------------------
 // sum, mean, max, min, prod, nansum
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Red {
-    Sum,
-    Mean,
-    Max,
-    Min,
-    Prod,
-    NanSum,
-}
 
 #[derive(Debug)]
 struct Reduce {
     op: &'static str,
-    kind: Red,
+    kind: ReduceOp,
     axis: Option<Vec<i64>>,
     keepdims: bool,
     exclude: bool,
@@ -208,12 +52,12 @@ struct Plan {
 
 fn create_reduce(p: &Params) -> Result<Arc<dyn Operator>> {
     let (op, kind) = match p.op {
-        "sum" => ("sum", Red::Sum),
-        "mean" => ("mean", Red::Mean),
-        "max" => ("max", Red::Max),
-        "min" => ("min", Red::Min),
-        "prod" => ("prod", Red::Prod),
-        "nansum" => ("nansum", Red::NanSum),
+        "sum" => ("sum", ReduceOp::Sum),
+        "mean" => ("mean", ReduceOp::Mean),
+        "max" => ("max", ReduceOp::Max),
+        "min" => ("min", ReduceOp::Min),
+        "prod" => ("prod", ReduceOp::Prod),
+        "nansum" => ("nansum", ReduceOp::NanSum),
         other => return Err(Error::Msg(format!("internal: no reduction {other}"))),
     };
     Ok(Arc::new(Reduce {
@@ -226,6 +70,52 @@ fn create_reduce(p: &Params) -> Result<Arc<dyn Operator>> {
 }
 
 impl Reduce {
+    /// dx from the output gradient `g` and output `y`, both read in the input's index space
+    /// (the keepdims shape has the same element order, repeated along the reduced axes).
+    fn gradient<T: Storable>(
+        &self,
+        plan: &Plan,
+        g: &NDArray,
+        y: &NDArray,
+        x: &NDArray,
+        count: usize,
+    ) -> Result<Vec<T>> {
+        let shape = x.shape();
+        let sk = broadcast_strides(&plan.keep, shape);
+        let sx = contiguous_strides(shape);
+        let what = format!("{}: output gradient", self.op);
+        let ins = [
+            Operand {
+                data: g.values::<T>(&what)?,
+                strides: &sk,
+            },
+            Operand {
+                data: y.values::<T>(&what)?,
+                strides: &sk,
+            },
+            Operand {
+                data: x.values::<T>(&format!("{}: data", self.op))?,
+                strides: &sx,
+            },
+        ];
+        let zero = T::zero();
+        match self.kind {
+            ReduceOp::Sum => map_n(shape, ins, |[g, _, _]| g),
+            ReduceOp::Mean => {
+                let n = T::from_f64(count as f64);
+                map_n(shape, ins, |[g, _, _]| g.div(n))
+            }
+            // MXNet's backward for max/min is ograd · (x == y): every position equal to the
+            // extreme receives the whole gradient (ties are not split).
+            ReduceOp::Max | ReduceOp::Min => {
+                map_n(shape, ins, |[g, y, x]| if x == y { g } else { zero })
+            }
+            // ograd · y / x (mshadow_op::rdiv of data and output), as MXNet computes it.
+            ReduceOp::Prod => map_n(shape, ins, |[g, y, x]| g.mul(y.div(x))),
+            ReduceOp::NanSum => map_n(shape, ins, |[g, _, x]| if x.is_nan() { zero } else { g }),
+        }
+    }
+
     /// MXNet's ReduceAxesShapeImpl: no axis (or an empty tuple) reduces everything, exclude
     /// included; duplicates are an error; a reduction to nothing gives shape (1,), not a scalar.
     fn plan(&self, node: &str, shape: &[usize]) -> Result<Plan> {
@@ -271,6 +161,9 @@ impl Reduce {
 }
 
 impl Operator for Reduce {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -293,52 +186,13 @@ impl Operator for Reduce {
     ) -> Result<Vec<NDArray>> {
         let x = &inputs[0];
         let plan = self.plan(ctx.node, x.shape())?;
-        let xs = x.f32s(&format!("{}: data", self.op))?;
         let mut reduced = vec![false; x.ndim()];
         plan.axes.iter().for_each(|&a| reduced[a] = true);
-        let (shape, r) = (x.shape(), &reduced);
-        let vals = match self.kind {
-            Red::Sum => reduce_axes(xs, shape, r, 0.0, |a, v| a + v as f64),
-            Red::Mean => {
-                let count: usize = plan.axes.iter().map(|&a| shape[a]).product();
-                let mut v = reduce_axes(xs, shape, r, 0.0, |a, v| a + v as f64)?;
-                v.iter_mut()
-                    .for_each(|s| *s = (*s as f64 / count as f64) as f32);
-                Ok(v)
-            }
-            // NaN propagates (once the accumulator is NaN no comparison replaces it).
-            Red::Max => reduce_axes(xs, shape, r, f64::NEG_INFINITY, |a, v| {
-                if v as f64 > a || v.is_nan() {
-                    v as f64
-                } else {
-                    a
-                }
-            }),
-            Red::Min => reduce_axes(xs, shape, r, f64::INFINITY, |a, v| {
-                if (v as f64) < a || v.is_nan() {
-                    v as f64
-                } else {
-                    a
-                }
-            }),
-            Red::Prod => reduce_axes(xs, shape, r, 1.0, |a, v| a * v as f64),
-            Red::NanSum => {
-                reduce_axes(
-                    xs,
-                    shape,
-                    r,
-                    0.0,
-                    |a, v| {
-                        if v.is_nan() {
-                            a
-                        } else {
-                            a + v as f64
-                        }
-                    },
-                )
-            }
-        }?;
-        Ok(vec![NDArray::from_f32(&plan.out, vals)?])
+        let what = format!("{}: data", self.op);
+        let out = with_dtype!(x.dtype(), T => {
+            NDArray::from_vec(&plan.out, reduce::<T>(self.kind, x.values(&what)?, x.shape(), &reduced)?)?
+        });
+        Ok(vec![out])
     }
 
     fn backward(
@@ -362,39 +216,11 @@ impl Operator for Reduce {
                 g.shape(),
             ));
         }
-        // The output (and its gradient) read in the input's index space: the keepdims shape
-        // has the same element order, repeated along the reduced axes.
-        let sk = broadcast_strides(&plan.keep, shape);
-        let sx = contiguous_strides(shape);
-        let what = format!("{}: output gradient", self.op);
-        let ins = [
-            Operand {
-                data: g.f32s(&what)?,
-                strides: &sk,
-            },
-            Operand {
-                data: y.f32s(&what)?,
-                strides: &sk,
-            },
-            Operand {
-                data: x.f32s(&format!("{}: data", self.op))?,
-                strides: &sx,
-            },
-        ];
-        let dx = match self.kind {
-            Red::Sum => map_n(shape, ins, |[g, _, _]| g),
-            Red::Mean => {
-                let n = plan.axes.iter().map(|&a| shape[a]).product::<usize>() as f32;
-                map_n(shape, ins, |[g, _, _]| g / n)
-            }
-            // MXNet's backward for max/min is ograd · (x == y): every position equal to the
-            // extreme receives the whole gradient (ties are not split).
-            Red::Max | Red::Min => map_n(shape, ins, |[g, y, x]| if x == y { g } else { 0.0 }),
-            // ograd · y / x (mshadow_op::rdiv of data and output), as MXNet computes it.
-            Red::Prod => map_n(shape, ins, |[g, y, x]| g * (y / x)),
-            Red::NanSum => map_n(shape, ins, |[g, _, x]| if x.is_nan() { 0.0 } else { g }),
-        }?;
-        Ok(vec![Some(NDArray::from_f32(shape, dx)?)])
+        let count = plan.axes.iter().map(|&a| shape[a]).product::<usize>();
+        let dx = with_dtype!(x.dtype(), T => {
+            NDArray::from_vec(shape, self.gradient::<T>(&plan, g, y, x, count)?)?
+        });
+        Ok(vec![Some(dx)])
     }
 }
 
@@ -500,6 +326,9 @@ impl Arg {
 }
 
 impl Operator for Arg {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
     fn arguments(&self) -> Vec<String> {
         vec!["data".into()]
     }
@@ -534,9 +363,7 @@ impl Operator for Arg {
     ) -> Result<Vec<NDArray>> {
         let x = &inputs[0];
         let (axis, out) = self.plan(ctx.node, x.shape())?;
-        // argmin is argmax of the negation: the first index still wins ties.
-        let src = if self.max { x.clone() } else { x.neg() };
-        let idx = argmax(&src, axis.map(|a| a as isize), false)?.astype(DType::Float32);
+        let idx = arg_reduce(x, axis.map(|a| a as isize), false, self.max)?;
         Ok(vec![idx.reshape(&dims(&out))?])
     }
 
@@ -737,62 +564,3 @@ pub static OPS: &[OpDef] = &[
         variadic: None,
     },
 ];
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn naive(x: &[f32], shape: &[usize], reduced: &[bool]) -> Vec<f64> {
-        let kept: Vec<usize> = (0..shape.len()).filter(|&i| !reduced[i]).collect();
-        let n_out: usize = kept.iter().map(|&i| shape[i]).product();
-        let mut out = vec![0.0f64; n_out];
-        for (i, &v) in x.iter().enumerate() {
-            let mut rem = i;
-            let mut idx = vec![0; shape.len()];
-            for ax in (0..shape.len()).rev() {
-                idx[ax] = rem % shape[ax];
-                rem /= shape[ax];
-            }
-            let o = kept.iter().fold(0, |acc, &ax| acc * shape[ax] + idx[ax]);
-            out[o] += v as f64;
-        }
-        out
-    }
-
-    #[test]
-    fn reduce_axes_agrees_with_naive_sums() {
-        let long = par::SERIAL_BELOW / 8 + 5;
-        let cases: Vec<(Vec<usize>, Vec<bool>)> = vec![
-            (vec![3, 4, 5], vec![true, false, false]),
-            (vec![3, 4, 5], vec![false, true, false]),
-            (vec![3, 4, 5], vec![false, false, true]),
-            (vec![3, 4, 5], vec![true, false, true]),
-            (vec![3, 4, 5], vec![false, true, true]),
-            (vec![3, 4, 5], vec![true, true, true]),
-            (vec![3, 4, 5], vec![false, false, false]),
-            (vec![2, 1, 3, 1], vec![false, true, true, false]),
-            (vec![1, 1], vec![true, true]),
-            (vec![long, 9], vec![true, false]),
-            (vec![9, long], vec![true, false]),
-            (vec![long, 3, 4], vec![false, true, false]),
-            (vec![4, long], vec![false, true]),
-        ];
-        for (shape, reduced) in cases {
-            let x: Vec<f32> = (0..shape.iter().product::<usize>())
-                .map(|v| ((v * 7) % 23) as f32 - 11.0)
-                .collect();
-            let got = reduce_axes(&x, &shape, &reduced, 0.0, |a, v| a + v as f64).unwrap();
-            let want = naive(&x, &shape, &reduced);
-            assert_eq!(got.len(), want.len(), "{shape:?} {reduced:?}");
-            for (g, w) in got.iter().zip(&want) {
-                assert_eq!(*g as f64, *w, "{shape:?} {reduced:?}");
-            }
-        }
-        // Empty inputs and mismatched lengths.
-        assert_eq!(
-            reduce_axes(&[], &[3, 0], &[false, true], 1.0, |a, _| a).unwrap(),
-            vec![1.0; 3]
-        );
-        assert!(reduce_axes(&[1.0], &[2], &[true], 0.0, |a, _| a).is_err());
-    }
-}

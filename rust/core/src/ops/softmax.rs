@@ -2,12 +2,12 @@
 //! (softmax over one axis of an (outer, n, inner) layout, and its exact backward) are also what
 //! `SoftmaxOutput` (ops/loss.rs) computes, so the math exists once.
 
-use super::elemwise::{fast_exp, EXP};
 use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::par;
 use crate::kernels::scratch::Scratch;
+use crate::kernels::unary::{fast_exp, EXP};
 use crate::tensor::{norm_axis, NDArray};
 use std::sync::Arc;
 

@@ -38,6 +38,7 @@ pub use sgd::{DcasgdOptions, NagOptions, SgdOptions, SignumOptions};
 
 use crate::error::{Error, Result, ResultExt};
 use crate::kernels::par::{FlushDenormals, CHUNK};
+use crate::kernels::tuning::UPDATE_SERIAL_BELOW;
 use crate::tensor::{DType, NDArray};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -608,11 +609,6 @@ where
             });
     }
 }
-
-/// Elements below which an update stays on the calling thread. An update streams a few
-/// arrays once, so it is memory-bound: on 2 cores, waking the pool cost more than it saved up
-/// to about this size (100k weights: 18 µs serial, 43 µs parallel).
-const UPDATE_SERIAL_BELOW: usize = 1 << 19;
 
 /// Calls `f(weight, grad, states)` for every element: the one fused pass of an update.
 pub(crate) fn each<const N: usize, F>(w: &mut [f32], g: &[f32], s: [&mut [f32]; N], f: F)

@@ -1,180 +1,46 @@
 //! Elementwise arithmetic on NDArrays: binary ops with numpy broadcasting, scalar ops and
-//! comparisons. Inputs of a binary op share one dtype (as in MXNet); results keep it.
+//! comparisons. Inputs of a binary op share one dtype (as in MXNet); results keep it. The
+//! arithmetic itself is `kernels::binary`, the same code the registry's operators run.
 
-use super::{Data, Element, NDArray, Storable};
+use super::{Element, NDArray, Storable};
 use crate::error::{Error, Result};
-use crate::kernels::par;
-use crate::with_data;
-use ndarray::{ArcArray, ArrayD, IxDyn, Zip};
-
-/// A binary elementwise operation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BinaryOp {
-    /// a + b
-    Add,
-    /// a - b
-    Sub,
-    /// a * b
-    Mul,
-    /// a / b
-    Div,
-    /// a ** b
-    Pow,
-    /// a mod b
-    Mod,
-    /// max(a, b)
-    Maximum,
-    /// min(a, b)
-    Minimum,
-    /// a == b (1 or 0)
-    Equal,
-    /// a != b
-    NotEqual,
-    /// a < b
-    Lesser,
-    /// a <= b
-    LesserEqual,
-    /// a > b
-    Greater,
-    /// a >= b
-    GreaterEqual,
-}
-
-impl BinaryOp {
-    /// Applies the op to two elements.
-    #[inline(always)]
-    pub fn apply<T: Element>(self, a: T, b: T) -> T {
-        let flag = |c: bool| if c { T::one() } else { T::zero() };
-        match self {
-            BinaryOp::Add => a.add(b),
-            BinaryOp::Sub => a.sub(b),
-            BinaryOp::Mul => a.mul(b),
-            BinaryOp::Div => a.div(b),
-            BinaryOp::Pow => a.pow(b),
-            BinaryOp::Mod => a.rem(b),
-            BinaryOp::Maximum => a.maximum(b),
-            BinaryOp::Minimum => a.minimum(b),
-            BinaryOp::Equal => flag(a == b),
-            BinaryOp::NotEqual => flag(a != b),
-            BinaryOp::Lesser => flag(a < b),
-            BinaryOp::LesserEqual => flag(a <= b),
-            BinaryOp::Greater => flag(a > b),
-            BinaryOp::GreaterEqual => flag(a >= b),
-        }
-    }
-}
-
-/// The numpy broadcast of two shapes (aligned on the right), or a `Shape` error naming `op`.
-pub fn broadcast_shape(op: &str, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
-    let n = a.len().max(b.len());
-    let mut out = vec![0; n];
-    for i in 0..n {
-        let da = if i + a.len() >= n {
-            a[i + a.len() - n]
-        } else {
-            1
-        };
-        let db = if i + b.len() >= n {
-            b[i + b.len() - n]
-        } else {
-            1
-        };
-        out[i] = if da == db || db == 1 {
-            da
-        } else if da == 1 {
-            db
-        } else {
-            return Err(Error::shape(
-                op,
-                "rhs (shapes must be equal or 1 on each axis)",
-                a,
-                b,
-            ));
-        };
-    }
-    Ok(out)
-}
-
-// One kernel per op: the match on `op` sits outside the loop so the closure inlines and the
-// same-shape path vectorises.
-fn zip_with<T: Storable>(
-    op: BinaryOp,
-    a: &ArcArray<T, IxDyn>,
-    b: &ArcArray<T, IxDyn>,
-    shape: &[usize],
-) -> Result<Data> {
-    macro_rules! run {
-        ($f:expr) => {{
-            let f = $f;
-            if a.shape() == b.shape() {
-                if let (Some(x), Some(y)) = (a.as_slice(), b.as_slice()) {
-                    let mut out = vec![T::zero(); x.len()];
-                    par::for_each_chunk_mut(&mut out, |start, chunk| {
-                        let xs = &x[start..start + chunk.len()];
-                        let ys = &y[start..start + chunk.len()];
-                        for ((o, &p), &q) in chunk.iter_mut().zip(xs).zip(ys) {
-                            *o = f(p, q);
-                        }
-                    });
-                    let arr = ArrayD::from_shape_vec(IxDyn(shape), out)
-                        .map_err(|e| Error::Msg(format!("internal: {e}")))?;
-                    return Ok(T::wrap(arr.into_shared()));
-                }
-            }
-            // Broadcasting path: the shapes were checked by broadcast_shape.
-            match (a.broadcast(IxDyn(shape)), b.broadcast(IxDyn(shape))) {
-                (Some(x), Some(y)) => Ok(T::wrap(
-                    Zip::from(&x)
-                        .and(&y)
-                        .map_collect(|&p, &q| f(p, q))
-                        .into_shared(),
-                )),
-                _ => Err(Error::shape(
-                    "broadcast",
-                    "operands",
-                    shape,
-                    (a.shape(), b.shape()),
-                )),
-            }
-        }};
-    }
-    match op {
-        BinaryOp::Add => run!(|p: T, q: T| p.add(q)),
-        BinaryOp::Sub => run!(|p: T, q: T| p.sub(q)),
-        BinaryOp::Mul => run!(|p: T, q: T| p.mul(q)),
-        BinaryOp::Div => run!(|p: T, q: T| p.div(q)),
-        other => run!(move |p: T, q: T| other.apply(p, q)),
-    }
-}
+use crate::kernels::binary;
+pub use crate::kernels::binary::BinaryOp;
+pub use crate::kernels::map::broadcast_shape;
+use crate::{with_data, with_dtype};
+use ndarray::IxDyn;
 
 /// `a op b` with numpy broadcasting. Both arrays must have the same dtype.
 pub fn binary(op: BinaryOp, a: &NDArray, b: &NDArray) -> Result<NDArray> {
-    let name = format!("{op:?}").to_lowercase();
     if a.dtype() != b.dtype() {
         return Err(Error::invalid(
-            format!("{name}: rhs dtype"),
+            format!("{}: rhs dtype", op.name()),
             format!("{} (the dtype of lhs)", a.dtype()),
             b.dtype().name(),
         ));
     }
-    let shape = broadcast_shape(&name, a.shape(), b.shape())?;
-    let data = with_data!(a.data(), x => {
-        match Storable::unwrap_ref(b.data()) {
-            Some(y) => zip_with(op, x, y, &shape)?,
-            None => return Err(Error::Msg("internal: dtype dispatch".into())),
-        }
+    let what = op.name();
+    let out = with_dtype!(a.dtype(), T => {
+        let (shape, v) = binary::binary::<T>(
+            op,
+            a.values(&what)?,
+            a.shape(),
+            b.values(&what)?,
+            b.shape(),
+        )?;
+        NDArray::from_vec(&shape, v)?
     });
-    Ok(NDArray::from_data(data).as_in_context(a.context()))
+    Ok(out.as_in_context(a.context()))
 }
 
 /// `a op s` (or `s op a` when `reverse`), the scalar cast to `a`'s dtype first, as MXNet does.
 pub fn scalar(op: BinaryOp, a: &NDArray, s: f64, reverse: bool) -> Result<NDArray> {
-    let sa = NDArray::full(&[], s, a.dtype());
-    if reverse {
-        binary(op, &sa, a)
-    } else {
-        binary(op, a, &sa)
-    }
+    let what = op.name();
+    let out = with_dtype!(a.dtype(), T => {
+        let v = binary::scalar::<T>(op, a.values(&what)?, Element::from_f64(s), reverse)?;
+        NDArray::from_vec(a.shape(), v)?
+    });
+    Ok(out.as_in_context(a.context()))
 }
 
 /// `a` broadcast (numpy rules) to `shape`, materialised.
@@ -188,16 +54,6 @@ pub fn broadcast_to(a: &NDArray, shape: &[usize]) -> Result<NDArray> {
         None => return Err(Error::shape("broadcast_to", "shape", shape, a.shape())),
     });
     Ok(NDArray::from_data(data).as_in_context(a.context()))
-}
-
-/// Applies `f` (given as f64 → f64) to every element, keeping the dtype.
-pub fn map_f64(a: &NDArray, f: impl Fn(f64) -> f64 + Sync) -> NDArray {
-    let data = with_data!(a.data(), x => Storable::wrap(x.mapv(|v| from_f64_like(v, f(v.to_f64()))).into_shared()));
-    NDArray::from_data(data).as_in_context(a.context())
-}
-
-fn from_f64_like<T: Element>(_like: T, v: f64) -> T {
-    T::from_f64(v)
 }
 
 impl NDArray {

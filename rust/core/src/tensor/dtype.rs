@@ -115,6 +115,10 @@ pub trait Element: Copy + Send + Sync + PartialOrd + Default + std::fmt::Debug +
     fn to_f64(self) -> f64;
     /// Converts from f64 with `as`-cast semantics (saturating for integers, NaN to 0).
     fn from_f64(v: f64) -> Self;
+    /// The value as an i64 (floats truncate toward zero, as C casts do).
+    fn to_i64(self) -> i64;
+    /// `v` in this type: integers wrap (two's complement), floats round.
+    fn from_i64(v: i64) -> Self;
     /// Additive identity.
     fn zero() -> Self;
     /// Multiplicative identity.
@@ -167,6 +171,12 @@ macro_rules! float_element {
                 self as f64
             }
             fn from_f64(v: f64) -> Self {
+                v as $t
+            }
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            fn from_i64(v: i64) -> Self {
                 v as $t
             }
             fn zero() -> Self {
@@ -227,6 +237,12 @@ macro_rules! int_element {
             fn from_f64(v: f64) -> Self {
                 v as i64 as $t
             }
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            fn from_i64(v: i64) -> Self {
+                v as $t
+            }
             fn zero() -> Self {
                 0
             }
@@ -245,8 +261,27 @@ macro_rules! int_element {
             fn div(self, b: Self) -> Self {
                 self.checked_div(b).unwrap_or(0)
             }
+            // Exact (wrapping) for non-negative exponents, as numpy computes integer powers;
+            // a negative exponent gives 1/a^|b| truncated: 0 unless |a| is 1.
+            #[allow(unused_comparisons)] // unsigned types: the sign test is always false
             fn pow(self, b: Self) -> Self {
-                (self as f64).powf(b as f64) as $t
+                if b < 0 {
+                    return match self as i64 {
+                        1 => 1,
+                        -1 if (b as i64) % 2 == 0 => 1,
+                        -1 => self,
+                        _ => 0,
+                    };
+                }
+                let (mut base, mut e, mut acc) = (self, b as u64, 1 as $t);
+                while e > 0 {
+                    if e & 1 == 1 {
+                        acc = acc.wrapping_mul(base);
+                    }
+                    base = base.wrapping_mul(base);
+                    e >>= 1;
+                }
+                acc
             }
             #[allow(unused_comparisons)] // unsigned types: the sign test is always false
             fn rem(self, b: Self) -> Self {
@@ -281,6 +316,12 @@ impl Element for f16 {
     }
     fn from_f64(v: f64) -> Self {
         f16::from_f64(v)
+    }
+    fn to_i64(self) -> i64 {
+        f32::from(self) as i64
+    }
+    fn from_i64(v: i64) -> Self {
+        f16::from_f64(v as f64)
     }
     fn zero() -> Self {
         f16::ZERO
@@ -342,5 +383,9 @@ mod tests {
         assert_eq!(Element::rem(-7i32, 3), 2);
         assert_eq!(Element::add(250u8, 10), 4);
         assert_eq!(Element::rem(-7.0f32, 3.0), 2.0);
+        assert_eq!(Element::pow(3i64, 39), 4_052_555_153_018_976_267);
+        assert_eq!(Element::pow(-2i32, 3), -8);
+        assert_eq!(Element::pow(5i32, -1), 0);
+        assert_eq!(Element::pow(-1i8, -3), -1);
     }
 }

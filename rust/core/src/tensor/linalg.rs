@@ -1,10 +1,11 @@
-//! Matrix products of NDArrays: MXNet's `dot` and `batch_dot` semantics over the GEMM kernel.
+//! Matrix products of NDArrays: MXNet's `dot` and `batch_dot` semantics over the GEMM kernel,
+//! in the arrays' own dtype. The registry's `dot` / `batch_dot` forward through here.
 
 use super::{DType, NDArray};
 use crate::error::{Error, Result};
-use crate::kernels::gemm::{gemm, GemmScalar, MatRef};
+use crate::kernels::gemm::{batch_entry, per_batch, GemmScalar, Product};
 
-fn check_float(op: &str, a: &NDArray, b: &NDArray) -> Result<()> {
+fn check_dtypes(op: &str, a: &NDArray, b: &NDArray) -> Result<()> {
     if a.dtype() != b.dtype() {
         return Err(Error::invalid(
             format!("{op}: rhs dtype"),
@@ -12,64 +13,81 @@ fn check_float(op: &str, a: &NDArray, b: &NDArray) -> Result<()> {
             b.dtype().name(),
         ));
     }
-    if !a.dtype().is_float() {
-        return Err(Error::invalid(
-            format!("{op}: dtype"),
-            "float32, float64 or float16",
-            a.dtype().name(),
-        ));
-    }
     Ok(())
 }
 
-// Runs a product in the array's float type; float16 computes in float32 and rounds back.
-fn with_float<F>(a: &NDArray, b: &NDArray, f: F) -> Result<NDArray>
-where
-    F: Fn(&NDArray, &NDArray) -> Result<NDArray>,
-{
-    if a.dtype() == DType::Float16 {
-        let out = f(&a.astype(DType::Float32), &b.astype(DType::Float32))?;
-        return Ok(out.astype(DType::Float16));
-    }
-    f(a, b)
-}
-
-fn product<T: GemmScalar + super::Storable>(
-    a: &[T],
-    am: (usize, usize),
-    b: &[T],
-    bm: (usize, usize),
-    ta: bool,
-    tb: bool,
-    out: &mut [T],
-) -> Result<()> {
-    let ma = MatRef::row_major(a, am.0, am.1);
-    let mb = MatRef::row_major(b, bm.0, bm.1);
-    gemm(
-        if ta { ma.t() } else { ma },
-        if tb { mb.t() } else { mb },
-        out,
-        false,
-    )
-}
-
-macro_rules! typed_slices {
-    ($a:expr, $b:expr, $T:ty) => {
-        match (
-            $a.typed::<$T>().and_then(|x| x.as_slice()),
-            $b.typed::<$T>().and_then(|x| x.as_slice()),
-        ) {
-            (Some(x), Some(y)) => (x, y),
-            _ => return Err(Error::Msg("internal: non-contiguous operand".into())),
+/// Runs a product in the arrays' own dtype: float32 and float64 through the packed GEMM,
+/// integers exactly (wrapping, as numpy's integer `dot`; MXNet 1.9 refuses integer `dot`),
+/// float16 in float32 rounded back once (MXNet's CPU `dot` has no float16 kernel).
+macro_rules! with_gemm_dtype {
+    ($a:ident, $b:ident, $T:ident => $body:expr) => {
+        match $a.dtype() {
+            $crate::tensor::DType::Float16 => {
+                let (a32, b32) = (
+                    $a.astype($crate::tensor::DType::Float32),
+                    $b.astype($crate::tensor::DType::Float32),
+                );
+                let ($a, $b) = (&a32, &b32);
+                type $T = f32;
+                $crate::tensor::linalg::to_f16($body)
+            }
+            $crate::tensor::DType::Float32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::tensor::DType::Float64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::tensor::DType::UInt8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::tensor::DType::Int8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::tensor::DType::Int32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::tensor::DType::Int64 => {
+                type $T = i64;
+                $body
+            }
         }
     };
+}
+
+pub(crate) use with_gemm_dtype;
+
+/// A float32 result (or results) of a float16 computation rounded back to float16.
+pub(crate) fn to_f16<R: ToF16>(r: Result<R>) -> Result<R> {
+    r.map(ToF16::to_f16)
+}
+
+/// Results that can be rounded to float16.
+pub(crate) trait ToF16 {
+    fn to_f16(self) -> Self;
+}
+
+impl ToF16 for NDArray {
+    fn to_f16(self) -> Self {
+        self.astype(DType::Float16)
+    }
+}
+
+impl ToF16 for (NDArray, NDArray) {
+    fn to_f16(self) -> Self {
+        (self.0.to_f16(), self.1.to_f16())
+    }
 }
 
 /// MXNet's `dot`: `a` is viewed as a matrix (all leading axes × last axis, or first axis ×
 /// the rest when `transpose_a`), `b` as (first axis × the rest; transposed likewise), and
 /// the result has shape `a.shape[:-1] + b.shape[1:]` (adjusted for the transposes).
 pub fn dot(a: &NDArray, b: &NDArray, transpose_a: bool, transpose_b: bool) -> Result<NDArray> {
-    check_float("dot", a, b)?;
+    check_dtypes("dot", a, b)?;
     if a.ndim() == 0 || b.ndim() == 0 {
         return Err(Error::invalid(
             "dot: operands",
@@ -117,27 +135,16 @@ pub fn dot(a: &NDArray, b: &NDArray, transpose_a: bool, transpose_b: bool) -> Re
     }
     let mut out_shape = a_keep;
     out_shape.extend(b_keep);
-    with_float(a, b, |a, b| {
-        macro_rules! go {
-            ($T:ty) => {{
-                let (x, y) = typed_slices!(a, b, $T);
-                let mut out = vec![<$T as GemmScalar>::ZERO; m * n];
-                product(
-                    x,
-                    (a_rows, a_cols),
-                    y,
-                    (b_rows, b_cols),
-                    transpose_a,
-                    transpose_b,
-                    &mut out,
-                )?;
-                NDArray::from_vec(&out_shape, out)
-            }};
-        }
-        match a.dtype() {
-            DType::Float64 => go!(f64),
-            _ => go!(f32),
-        }
+    let p = Product {
+        a: (a_rows, a_cols),
+        b: (b_rows, b_cols),
+        ta: transpose_a,
+        tb: transpose_b,
+    };
+    with_gemm_dtype!(a, b, T => {
+        let mut out = vec![<T as GemmScalar>::ZERO; m * n];
+        p.forward::<T>(a.values("dot: lhs")?, b.values("dot: rhs")?, &mut out)?;
+        NDArray::from_vec(&out_shape, out)
     })
 }
 
@@ -149,7 +156,7 @@ pub fn batch_dot(
     transpose_a: bool,
     transpose_b: bool,
 ) -> Result<NDArray> {
-    check_float("batch_dot", a, b)?;
+    check_dtypes("batch_dot", a, b)?;
     let (sa, sb) = (a.shape().to_vec(), b.shape().to_vec());
     if sa.len() != 3 || sb.len() != 3 || sa[0] != sb[0] {
         return Err(Error::shape(
@@ -177,31 +184,21 @@ pub fn batch_dot(
             k2,
         ));
     }
-    let batch = sa[0];
-    with_float(a, b, |a, b| {
-        macro_rules! go {
-            ($T:ty) => {{
-                let (x, y) = typed_slices!(a, b, $T);
-                let mut out = vec![<$T as GemmScalar>::ZERO; batch * m * n];
-                let (sx, sy) = (sa[1] * sa[2], sb[1] * sb[2]);
-                for (i, o) in out.chunks_mut((m * n).max(1)).enumerate().take(batch) {
-                    product(
-                        &x[i * sx..(i + 1) * sx],
-                        (sa[1], sa[2]),
-                        &y[i * sy..(i + 1) * sy],
-                        (sb[1], sb[2]),
-                        transpose_a,
-                        transpose_b,
-                        o,
-                    )?;
-                }
-                NDArray::from_vec(&[batch, m, n], out)
-            }};
-        }
-        match a.dtype() {
-            DType::Float64 => go!(f64),
-            _ => go!(f32),
-        }
+    let p = Product {
+        a: (sa[1], sa[2]),
+        b: (sb[1], sb[2]),
+        ta: transpose_a,
+        tb: transpose_b,
+    };
+    let (size_a, size_b, size_c) = (sa[1] * sa[2], sb[1] * sb[2], m * n);
+    with_gemm_dtype!(a, b, T => {
+        let (x, y) = (a.values::<T>("batch_dot: lhs")?, b.values::<T>("batch_dot: rhs")?);
+        let mut out = vec![<T as GemmScalar>::ZERO; sa[0] * size_c];
+        // One GEMM per batch entry, the entries in parallel (each GEMM is small).
+        per_batch(&mut out, size_c, |i, c| {
+            p.forward(batch_entry(x, i, size_a)?, batch_entry(y, i, size_b)?, c)
+        })?;
+        NDArray::from_vec(&[sa[0], m, n], out)
     })
 }
 
@@ -227,6 +224,18 @@ mod tests {
         let e = dot(&a, &a, true, false).unwrap();
         assert_eq!(e.shape(), &[3, 3]);
         assert!(dot(&a, &a, false, false).is_err());
+        let big = (1i64 << 40) + 1;
+        let ia = NDArray::from_vec(&[1, 2], vec![big, 1i64]).unwrap();
+        let ib = NDArray::from_vec(&[2, 1], vec![1i64, 1]).unwrap();
+        assert_eq!(
+            dot(&ia, &ib, false, false)
+                .unwrap()
+                .typed::<i64>()
+                .unwrap()
+                .as_slice()
+                .unwrap(),
+            &[big + 1]
+        );
         let h = dot(
             &a.astype(DType::Float16),
             &b.astype(DType::Float16),

@@ -236,6 +236,17 @@ impl NDArray {
             .ok_or_else(|| Error::invalid(what, "a float32 array", self.dtype().name()))
     }
 
+    /// The values as one row-major slice when the dtype is `T`, or an `Invalid` error naming
+    /// `what`.
+    pub fn values<T: Storable>(&self, what: &str) -> Result<&[T]> {
+        self.typed::<T>()
+            .ok_or_else(|| {
+                Error::invalid(what, format!("a {} array", T::DTYPE), self.dtype().name())
+            })?
+            .as_slice()
+            .ok_or_else(|| Error::Msg(format!("internal: {what} is not contiguous")))
+    }
+
     /// The float32 values as one row-major slice, or an `Invalid` error naming `what`.
     pub fn f32s(&self, what: &str) -> Result<&[f32]> {
         self.as_f32(what)?

@@ -1,27 +1,12 @@
 //! Reductions over axes (sum, mean, max, min, prod with MXNet's `axis` / `keepdims` /
-//! `exclude`) and argmax. Each output sums its inputs sequentially, so results do not
-//! depend on the thread count.
+//! `exclude`) and argmax / argmin on NDArrays, over the one fold in `kernels::reduce`.
 
-use super::{norm_axis, Element, NDArray, Storable};
+use super::{norm_axis, NDArray};
 use crate::error::{Error, Result};
-use crate::kernels::par;
-use crate::with_data;
-use ndarray::IxDyn;
+use crate::kernels::reduce as kreduce;
+use crate::with_dtype;
 
-/// A reduction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReduceOp {
-    /// Sum.
-    Sum,
-    /// Arithmetic mean.
-    Mean,
-    /// Maximum.
-    Max,
-    /// Minimum.
-    Min,
-    /// Product.
-    Prod,
-}
+pub use crate::kernels::reduce::ReduceOp;
 
 /// The axes a reduction covers: `axes` (None = all), complemented when `exclude`; sorted,
 /// deduplicated, validated against `ndim`.
@@ -46,53 +31,21 @@ pub fn reduce_axes(
     Ok((0..ndim).filter(|&i| picked[i]).collect())
 }
 
-/// Moves the reduced axes last and returns (the permuted array, outer count, inner count,
-/// output shape).
-fn split_axes(
-    a: &NDArray,
-    axes: &[usize],
-    keepdims: bool,
-) -> Result<(NDArray, usize, usize, Vec<usize>)> {
-    let shape = a.shape();
-    let kept: Vec<usize> = (0..shape.len()).filter(|i| !axes.contains(i)).collect();
-    let perm: Vec<usize> = kept.iter().chain(axes.iter()).copied().collect();
-    let moved = a.transpose(Some(&perm))?;
-    let outer: usize = kept.iter().map(|&i| shape[i]).product();
-    let inner: usize = axes.iter().map(|&i| shape[i]).product();
-    let out_shape: Vec<usize> = if keepdims {
-        (0..shape.len())
-            .map(|i| if axes.contains(&i) { 1 } else { shape[i] })
-            .collect()
-    } else {
-        kept.iter().map(|&i| shape[i]).collect()
-    };
-    Ok((moved, outer, inner, out_shape))
-}
-
-fn reduce_slice<T: Element>(op: ReduceOp, xs: &[T]) -> T {
-    match op {
-        // Sums accumulate in f64: float32 inputs lose no precision to the accumulation order.
-        ReduceOp::Sum => T::from_f64(xs.iter().map(|v| v.to_f64()).sum()),
-        ReduceOp::Mean => T::from_f64(xs.iter().map(|v| v.to_f64()).sum::<f64>() / xs.len() as f64),
-        ReduceOp::Prod => xs.iter().fold(T::one(), |acc, &v| acc.mul(v)),
-        ReduceOp::Max => {
-            xs.iter().fold(
-                T::lowest(),
-                |acc, &v| if acc.is_nan() { acc } else { v.maximum(acc) },
-            )
-        }
-        ReduceOp::Min => xs.iter().fold(T::highest(), |acc, &v| {
-            if acc.is_nan() {
-                acc
-            } else {
-                v.minimum(acc)
-            }
-        }),
-    }
+/// The output shape of a reduction of `shape` over `axes`.
+fn reduced_shape(shape: &[usize], axes: &[usize], keepdims: bool) -> Vec<usize> {
+    (0..shape.len())
+        .filter_map(|i| match (axes.contains(&i), keepdims) {
+            (false, _) => Some(shape[i]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
 }
 
 /// Reduces `a` over `axes` (None = all); `keepdims` keeps them as size 1; `exclude` reduces
-/// over every axis except those listed. Integer sums wrap; a mean of nothing is NaN.
+/// over every axis except those listed. Computes in `a`'s dtype through the same kernel as
+/// the registry's `sum` / `mean` / … operators (integer sums wrap; a float mean of nothing
+/// is NaN).
 pub fn reduce(
     a: &NDArray,
     op: ReduceOp,
@@ -102,61 +55,50 @@ pub fn reduce(
 ) -> Result<NDArray> {
     let name = format!("{op:?}").to_lowercase();
     let axes = reduce_axes(&name, axes, exclude, a.ndim())?;
-    let (moved, outer, inner, out_shape) = split_axes(a, &axes, keepdims)?;
-    if inner == 0 && matches!(op, ReduceOp::Max | ReduceOp::Min) && outer > 0 {
+    let inner: usize = axes.iter().map(|&i| a.shape()[i]).product();
+    if inner == 0 && matches!(op, ReduceOp::Max | ReduceOp::Min) && a.size() > 0 {
         return Err(Error::invalid(
             format!("{name}: input"),
             "a non-empty reduction",
             format!("shape {:?}", a.shape()),
         ));
     }
-    let data = with_data!(moved.data(), x => {
-        let xs = x.as_slice().unwrap_or(&[]);
-        let mut out = vec![Default::default(); outer];
-        par::for_each_chunk_mut(&mut out, |start, chunk| {
-            for (i, o) in chunk.iter_mut().enumerate() {
-                let r = start + i;
-                *o = reduce_slice(op, &xs[r * inner..(r + 1) * inner]);
-            }
-        });
-        Storable::wrap(ndarray::ArrayD::from_shape_vec(IxDyn(&out_shape), out)
-            .map_err(|e| Error::Msg(format!("internal: {e}")))?.into_shared())
+    let flags: Vec<bool> = (0..a.ndim()).map(|i| axes.contains(&i)).collect();
+    let shape = reduced_shape(a.shape(), &axes, keepdims);
+    let out = with_dtype!(a.dtype(), T => {
+        let v = kreduce::reduce::<T>(op, a.values(&name)?, a.shape(), &flags)?;
+        NDArray::from_vec(&shape, v)?
     });
-    Ok(NDArray::from_data(data).as_in_context(a.context()))
+    Ok(out.as_in_context(a.context()))
 }
 
 /// Index of the largest value along `axis` (None = over the flattened array, giving shape
 /// `(1,)` as MXNet does), returned as float32 like MXNet; the first index wins ties.
 pub fn argmax(a: &NDArray, axis: Option<isize>, keepdims: bool) -> Result<NDArray> {
-    let (src, axis_list) = match axis {
-        None => (a.reshape(&[-1])?, vec![0isize]),
-        Some(ax) => (a.clone(), vec![ax]),
+    arg_reduce(a, axis, keepdims, true)
+}
+
+/// [`argmax`], or its mirror argmin when `max` is false; compared in `a`'s dtype.
+pub fn arg_reduce(a: &NDArray, axis: Option<isize>, keepdims: bool, max: bool) -> Result<NDArray> {
+    let what = if max { "argmax" } else { "argmin" };
+    let src = match axis {
+        None => a.reshape(&[-1])?,
+        Some(_) => a.clone(),
     };
-    let axes = reduce_axes("argmax", Some(&axis_list), false, src.ndim())?;
-    let (moved, outer, inner, mut out_shape) = split_axes(&src, &axes, keepdims)?;
-    if inner == 0 {
+    let ax = norm_axis(&format!("{what}: axis"), axis.unwrap_or(0), src.ndim())?;
+    if src.shape()[ax] == 0 {
         return Err(Error::invalid(
-            "argmax: input",
+            format!("{what}: input"),
             "a non-empty axis",
             format!("shape {:?}", a.shape()),
         ));
     }
-    let out: Vec<f32> = with_data!(moved.data(), x => {
-        let xs = x.as_slice().unwrap_or(&[]);
-        (0..outer).map(|r| {
-            let row = &xs[r * inner..(r + 1) * inner];
-            let mut best = 0;
-            for (i, v) in row.iter().enumerate() {
-                if v.is_nan() { best = i; break; }
-                if *v > row[best] { best = i; }
-            }
-            best as f32
-        }).collect()
-    });
-    if axis.is_none() && !keepdims {
-        out_shape = vec![1];
-    }
-    NDArray::from_vec(&out_shape, out).map(|r| r.as_in_context(a.context()))
+    let out = with_dtype!(src.dtype(), T => kreduce::arg_reduce::<T>(src.values(what)?, src.shape(), ax, max)?);
+    let shape = match axis {
+        None if !keepdims => vec![1],
+        _ => reduced_shape(src.shape(), &[ax], keepdims),
+    };
+    NDArray::from_vec(&shape, out).map(|r| r.as_in_context(a.context()))
 }
 
 #[cfg(test)]

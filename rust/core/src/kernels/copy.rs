@@ -1,0 +1,254 @@
+//! Block copies for the shape operators (concat, split, slice, transpose gradients): whole
+//! contiguous runs moved in parallel over the outer rows, for any element type.
+
+use super::par;
+use crate::tensor::Element;
+
+/// Elements `[begin, begin + len)` of the middle axis of `src` viewed as (outer, n, inner):
+/// the result is (outer, len, inner), one contiguous copy per outer row.
+pub fn take_range<T: Element>(
+    src: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    begin: usize,
+    len: usize,
+) -> Vec<T> {
+    let row = len * inner;
+    let mut out = vec![T::default(); outer * row];
+    par::for_each_row_mut(&mut out, row, |o, dst| {
+        let s = (o * n + begin) * inner;
+        if let Some(part) = src.get(s..s + row) {
+            dst.copy_from_slice(part);
+        }
+    });
+    out
+}
+
+/// Joins rows: output row o is row o of `parts[0]`, then row o of `parts[1]`, …, where part
+/// k has rows of `widths[k]` elements (the concatenation of (outer, w_k) blocks along axis 1).
+pub fn join_rows<T: Element>(parts: &[&[T]], widths: &[usize], outer: usize) -> Vec<T> {
+    let total: usize = widths.iter().sum();
+    let mut out = vec![T::default(); outer * total];
+    par::for_each_row_mut(&mut out, total, |o, dst| {
+        let mut off = 0;
+        for (p, &w) in parts.iter().zip(widths) {
+            if let (Some(d), Some(s)) = (dst.get_mut(off..off + w), p.get(o * w..(o + 1) * w)) {
+                d.copy_from_slice(s);
+            }
+            off += w;
+        }
+    });
+    out
+}
+
+/// The inverse of `take_range`: (outer, n, inner) zeros with `g` (outer, len, inner) written
+/// at `[begin, begin + len)` of the middle axis (the gradient of a slice).
+pub fn place_range<T: Element>(
+    g: &[T],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    begin: usize,
+    len: usize,
+) -> Vec<T> {
+    let row = n * inner;
+    let glen = len * inner;
+    let mut out = vec![T::default(); outer * row];
+    par::for_each_row_mut(&mut out, row, |o, dst| {
+        let at = begin * inner;
+        if let (Some(d), Some(s)) = (dst.get_mut(at..at + glen), g.get(o * glen..(o + 1) * glen)) {
+            d.copy_from_slice(s);
+        }
+    });
+    out
+}
+
+/// (outer, n, inner) of `shape` around axis `ax`.
+pub fn around(shape: &[usize], ax: usize) -> (usize, usize, usize) {
+    let outer = shape[..ax].iter().product();
+    let n = shape.get(ax).copied().unwrap_or(1);
+    let inner = shape.get(ax + 1..).map_or(1, |s| s.iter().product());
+    (outer, n, inner)
+}
+
+/// One axis of a strided region: first index, element count and step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AxisRange {
+    /// Index of the first element taken.
+    pub start: usize,
+    /// Number of elements taken.
+    pub count: usize,
+    /// Distance between taken elements (negative walks backwards).
+    pub step: isize,
+}
+
+/// Row-major offsets of the first element of each output row (the last axis being the row)
+/// of the strided region `r` of an array of `shape`; the row's elements are then at
+/// `base + (start + j·step)` along the last axis.
+pub fn region_rows(shape: &[usize], r: &[AxisRange]) -> (Vec<usize>, AxisRange) {
+    let nd = shape.len();
+    let mut strides = vec![1usize; nd];
+    for a in (0..nd.saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * shape[a + 1];
+    }
+    let Some((last, lead)) = r.split_last() else {
+        // 0-d: one row of one element.
+        return (
+            vec![0],
+            AxisRange {
+                start: 0,
+                count: 1,
+                step: 1,
+            },
+        );
+    };
+    let mut bases = vec![0usize];
+    for (a, ar) in lead.iter().enumerate() {
+        let mut next = Vec::with_capacity(bases.len() * ar.count);
+        for &b in &bases {
+            for j in 0..ar.count {
+                let idx = ar.start as isize + j as isize * ar.step;
+                next.push(b + idx as usize * strides[a]);
+            }
+        }
+        bases = next;
+    }
+    (bases, *last)
+}
+
+/// Copies the strided region `r` of `src` (shape `shape`) into a new row-major vector.
+pub fn strided_gather<T: Element>(src: &[T], shape: &[usize], r: &[AxisRange]) -> Vec<T> {
+    let (bases, last) = region_rows(shape, r);
+    let mut out = vec![T::default(); bases.len() * last.count];
+    par::for_each_row_mut(&mut out, last.count, |i, dst| {
+        let b = bases[i] + last.start;
+        if last.step == 1 {
+            if let Some(s) = src.get(b..b + last.count) {
+                dst.copy_from_slice(s);
+            }
+        } else {
+            for (j, d) in dst.iter_mut().enumerate() {
+                let at = (b as isize + j as isize * last.step) as usize;
+                *d = src.get(at).copied().unwrap_or_default();
+            }
+        }
+    });
+    out
+}
+
+/// The gradient of `strided_gather`: zeros of `shape` with `g` written back into region `r`
+/// (the region's positions are distinct, so writing is the same as adding).
+pub fn strided_scatter<T: Element>(g: &[T], shape: &[usize], r: &[AxisRange]) -> Vec<T> {
+    let (bases, last) = region_rows(shape, r);
+    let mut out = vec![T::default(); shape.iter().product()];
+    if last.count == 0 {
+        return out;
+    }
+    for (row, &base) in g.chunks(last.count).zip(&bases) {
+        let b = base + last.start;
+        for (j, &v) in row.iter().enumerate() {
+            let at = (b as isize + j as isize * last.step) as usize;
+            if let Some(d) = out.get_mut(at) {
+                *d = v;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_kernels() {
+        // (2, 3, 2) viewed around axis 1.
+        let x: Vec<i32> = (0..12).collect();
+        assert_eq!(
+            take_range(&x, 2, 3, 2, 1, 2),
+            vec![2, 3, 4, 5, 8, 9, 10, 11]
+        );
+        let a = [1, 2, 3, 4];
+        let b = [5, 6];
+        assert_eq!(
+            join_rows(&[&a[..], &b[..]], &[2, 1], 2),
+            vec![1, 2, 5, 3, 4, 6]
+        );
+        assert_eq!(place_range(&[7, 8], 2, 3, 1, 2, 1), vec![0, 0, 7, 0, 0, 8]);
+        assert_eq!(around(&[2, 3, 4], 1), (2, 3, 4));
+        assert_eq!(around(&[5], 0), (1, 5, 1));
+    }
+
+    #[test]
+    fn block_kernels_parallel_round_trip() {
+        // Large enough for the parallel path: split (4, 3, 8192) along axis 1 and join back.
+        let (outer, n, inner) = (4, 3, 8192);
+        let x: Vec<i32> = (0..(outer * n * inner) as i32).collect();
+        let parts: Vec<Vec<i32>> = (0..n)
+            .map(|k| take_range(&x, outer, n, inner, k, 1))
+            .collect();
+        let refs: Vec<&[i32]> = parts.iter().map(Vec::as_slice).collect();
+        assert_eq!(join_rows(&refs, &[inner; 3], outer), x);
+        let mid = place_range(&parts[1], outer, n, inner, 1, 1);
+        assert!(mid
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v == if (i / inner) % n == 1 { i as i32 } else { 0 }));
+        let r = [
+            AxisRange {
+                start: 0,
+                count: outer,
+                step: 1,
+            },
+            AxisRange {
+                start: 2,
+                count: 2,
+                step: -1,
+            },
+            AxisRange {
+                start: inner - 1,
+                count: inner,
+                step: -1,
+            },
+        ];
+        let g = strided_gather(&x, &[outer, n, inner], &r);
+        assert_eq!(g[0], (2 * inner + inner - 1) as i32);
+        let back = strided_scatter(&g, &[outer, n, inner], &r);
+        // Positions in the region get their own value back; axis-1 index 0 stays zero.
+        assert!(back
+            .iter()
+            .enumerate()
+            .all(|(i, &v)| v == if (i / inner) % n == 0 { 0 } else { i as i32 }));
+    }
+
+    #[test]
+    fn strided_region_round_trip() {
+        // x = arange(24).reshape(2, 3, 4); x[1:2, ::-2, 1:4:2]
+        let x: Vec<i32> = (0..24).collect();
+        let r = [
+            AxisRange {
+                start: 1,
+                count: 1,
+                step: 1,
+            },
+            AxisRange {
+                start: 2,
+                count: 2,
+                step: -2,
+            },
+            AxisRange {
+                start: 1,
+                count: 2,
+                step: 2,
+            },
+        ];
+        let got = strided_gather(&x, &[2, 3, 4], &r);
+        assert_eq!(got, vec![21, 23, 13, 15]);
+        let back = strided_scatter(&got, &[2, 3, 4], &r);
+        for (i, &v) in back.iter().enumerate() {
+            assert!(v == 0 || v == i as i32);
+        }
+        assert_eq!(back.iter().filter(|&&v| v != 0).count(), 4);
+    }
+}

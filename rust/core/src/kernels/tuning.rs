@@ -1,0 +1,44 @@
+//! Every size at which work changes strategy (stays on the calling thread, goes to the pool,
+//! is cut into blocks), named in one place with the reason. The values were chosen by
+//! measuring the benchmark workloads (`benchmarks/run.py`); the reasons say what trades off,
+//! so they can be re-tuned on another machine by changing one line.
+
+/// Elements below which elementwise work (maps, broadcasts, reductions, unary kernels) stays
+/// on the calling thread. Waking the pool costs tens of microseconds, about what one thread
+/// needs for this many elements of a memory-bound elementwise pass.
+pub const SERIAL_BELOW: usize = 1 << 17;
+
+/// The fixed chunk length for parallel elementwise work and ordered reductions. Fixed (not
+/// derived from the thread count), so a reduction built on chunks combines in the same order
+/// and gives the same bits on any machine.
+pub const CHUNK: usize = 1 << 14;
+
+/// Outputs per task when a reduction accumulates whole rows at once (the innermost axis is
+/// kept): fixed for the same reason as [`CHUNK`].
+pub const REDUCE_OUT_BLOCK: usize = 1024;
+
+/// Work (m·n·k) below which a GEMM runs on one thread. After a parallel region the pool's
+/// threads spin beside the caller's serial work, and a product must take about half a
+/// millisecond before splitting it pays for waking them: the MLP workload (largest product
+/// 100×784×128) trains faster with every product on one thread, while LeNet's larger
+/// products still gain from the pool.
+pub const GEMM_PARALLEL_ABOVE: usize = 1 << 25;
+
+/// Rows (or columns) of a GEMM output below which a band is not worth its own thread.
+pub const GEMM_MIN_BAND: usize = 32;
+
+/// Column-matrix values of one block of samples in a convolution (1 MB of float32). A
+/// block's columns are written by im2col and read by its GEMM while still in the core's L2
+/// cache, and blocks run side by side; unfolding a whole batch at once sends the columns
+/// through memory twice.
+pub const CONV_BLOCK_VALUES: usize = 1 << 16;
+
+/// Elements below which an optimizer update stays on the calling thread. An update streams a
+/// few arrays once (memory-bound), so the pool pays only for large parameters.
+pub const UPDATE_SERIAL_BELOW: usize = 1 << 19;
+
+/// Values (all ops' outputs of a forward pass) from which a training pass runs on the pool
+/// as a whole: one hand-over into the pool for the pass instead of one per parallel kernel.
+/// Small passes (an MLP at batch 10) stay on the caller, where the hand-overs would cost
+/// more than the pass.
+pub const LARGE_PASS: usize = 1 << 20;

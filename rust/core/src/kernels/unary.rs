@@ -1,0 +1,404 @@
+//! Unary elementwise kernels (exp, log, sqrt, square, abs, negative, relu, sigmoid, tanh,
+//! softrelu, softsign): one table row each with the value and derivative formulas side by
+//! side, in float32 (fast branch-free approximations, dispatched to an AVX-512 build at run
+//! time) and float64 (libm), plus the rule for integers. Parallel over fixed chunks.
+
+use super::par;
+use crate::tensor::Element;
+
+/// A unary function: its value, and its derivative given the input `x` and output `y`, each
+/// also as a whole-slice kernel (the element formula inlined into the loop, so it vectorises
+/// instead of making one indirect call per element), in float32 and in float64.
+#[derive(Clone, Copy)]
+pub struct UnaryFn {
+    /// MXNet's op name.
+    pub name: &'static str,
+    /// y = f(x).
+    pub f: fn(f32) -> f32,
+    /// dy/dx from x and y.
+    pub df: fn(f32, f32) -> f32,
+    /// y = f(x) in float64 (libm precision, as MXNet's double kernels).
+    pub f64: fn(f64) -> f64,
+    /// dy/dx in float64.
+    pub df64: fn(f64, f64) -> f64,
+    /// How integer inputs compute: `Some` where the function maps integers to integers
+    /// (square, abs, negative, relu) and runs in the integer type itself; `None`: through
+    /// float32 and truncated back, as MXNet's integer kernels call `expf` and friends.
+    pub int: Option<IntRule>,
+    /// `out[i] = f(x[i])`.
+    map: fn(&[f32], &mut [f32]),
+    /// `v[i] = f(v[i])`.
+    map_mut: fn(&mut [f32]),
+    /// `out[i] = g[i] · df(x[i], y[i])`.
+    grad: fn(&[f32], &[f32], &[f32], &mut [f32]),
+}
+
+impl std::fmt::Debug for UnaryFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// One table row from the element formulas: the float32 value, the float64 value (when it
+/// differs textually: fast float32 approximations), the derivative (one formula for both
+/// widths) and the integer rule.
+macro_rules! unary {
+    ($name:literal, |$x:ident| $f:expr, |$gx:pat_param, $gy:pat_param| $df:expr) => {
+        unary!($name, |$x| $f, |$x| $f, |$gx, $gy| $df, None)
+    };
+    ($name:literal, |$x:ident| $f:expr, |$gx:pat_param, $gy:pat_param| $df:expr, $int:expr) => {
+        unary!($name, |$x| $f, |$x| $f, |$gx, $gy| $df, $int)
+    };
+    ($name:literal, |$x:ident| $f:expr, |$x64:ident| $f64:expr, |$gx:pat_param, $gy:pat_param| $df:expr, $int:expr) => {
+        UnaryFn {
+            name: $name,
+            f: |$x: f32| -> f32 { $f },
+            df: |$gx: f32, $gy: f32| -> f32 { $df },
+            f64: |$x64: f64| -> f64 { $f64 },
+            df64: |$gx: f64, $gy: f64| -> f64 { $df },
+            int: $int,
+            map: {
+                #[inline(always)]
+                fn body(xs: &[f32], out: &mut [f32]) {
+                    for (o, &$x) in out.iter_mut().zip(xs) {
+                        *o = $f;
+                    }
+                }
+                wide_dispatch!(body, (xs: &[f32], out: &mut [f32]))
+            },
+            map_mut: {
+                #[inline(always)]
+                fn body(v: &mut [f32]) {
+                    for o in v.iter_mut() {
+                        let $x = *o;
+                        *o = $f;
+                    }
+                }
+                wide_dispatch!(body, (v: &mut [f32]))
+            },
+            grad: {
+                #[inline(always)]
+                fn body(xs: &[f32], ys: &[f32], gs: &[f32], out: &mut [f32]) {
+                    let n = out.len().min(xs.len()).min(ys.len()).min(gs.len());
+                    let (xs, ys, gs) = (&xs[..n], &ys[..n], &gs[..n]);
+                    for (i, o) in out[..n].iter_mut().enumerate() {
+                        let ($gx, $gy) = (xs[i], ys[i]);
+                        *o = gs[i] * $df;
+                    }
+                }
+                wide_dispatch!(body, (xs: &[f32], ys: &[f32], gs: &[f32], out: &mut [f32]))
+            },
+        }
+    };
+}
+
+/// A function running `body` compiled for AVX-512 when the CPU has it (checked at run time;
+/// the crate itself targets baseline x86-64, whose 4-wide SSE2 leaves exp-heavy loops such
+/// as tanh at a third of the speed), else the baseline build of `body`.
+macro_rules! wide_dispatch {
+    ($body:ident, ($($arg:ident: $ty:ty),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f")]
+        fn wide($($arg: $ty),*) {
+            $body($($arg),*)
+        }
+        fn dispatch($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports avx512f, the only feature `wide` is compiled for.
+                return unsafe { wide($($arg),*) };
+            }
+            $body($($arg),*)
+        }
+        dispatch
+    }};
+}
+
+/// e^x for float32 without a libm call: Cody–Waite range reduction and Cephes' expf
+/// polynomial (within 2 ulp over the float range), branch-free so loops over it vectorise.
+/// Inputs are clamped to [-87.3, 88.7]: beyond them e^x is (nearly) 0 or infinite in float32.
+#[inline(always)]
+pub fn fast_exp(x: f32) -> f32 {
+    let x = x.clamp(-87.336_55, 88.722_83);
+    // n = round(x / ln 2) by the 1.5·2^23 trick: after adding the magic number the integer
+    // sits in the low mantissa bits, so both the float n and the integer n come without a
+    // float→int conversion (which would keep the loop from vectorising).
+    let t = x * std::f32::consts::LOG2_E + 12_582_912.0;
+    let n = t - 12_582_912.0;
+    let ni = t.to_bits() as i32 - 0x4B40_0000;
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let z = r * r;
+    let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+        + 0.166_666_65)
+        * r
+        + 0.5;
+    let y = p * z + r + 1.0;
+    // 2^n through the exponent bits, in two halves so each stays a normal float over the
+    // whole clamped range (n in [-126, 128]; the product may be denormal or f32::MAX-ish).
+    let half = ni >> 1;
+    let pow2 = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+    y * pow2(half) * pow2(ni - half)
+}
+
+/// tanh for float32 (Cephes' tanhf: an odd polynomial below 0.625, 1 − 2/(e^{2|x|} + 1)
+/// above; within a few ulp), branch-free for vectorised loops.
+#[inline(always)]
+pub fn fast_tanh(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let small = ((((-5.704_988_7e-3 * z + 2.063_909e-2) * z - 5.373_971_6e-2) * z + 0.133_314_42)
+        * z
+        - 0.333_332_8)
+        * z
+        * x
+        + x;
+    let large = 1.0 - 2.0 / (fast_exp(2.0 * a) + 1.0);
+    if a < 0.625 {
+        small
+    } else {
+        large.copysign(x)
+    }
+}
+
+/// The logistic function 1 / (1 + e^-x).
+#[inline(always)]
+pub fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + fast_exp(-x))
+}
+
+/// How a unary function runs on integers that it maps to integers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntRule {
+    /// x·x (wrapping)
+    Square,
+    /// |x| (wrapping at the type's minimum)
+    Abs,
+    /// -x (wrapping)
+    Negative,
+    /// max(x, 0)
+    Relu,
+}
+
+impl IntRule {
+    /// The value at `x`.
+    pub fn apply<T: Element>(self, x: T) -> T {
+        match self {
+            IntRule::Square => x.mul(x),
+            IntRule::Abs if x < T::zero() => x.neg(),
+            IntRule::Negative => x.neg(),
+            IntRule::Relu if x < T::zero() => T::zero(),
+            IntRule::Abs | IntRule::Relu => x,
+        }
+    }
+
+    /// The gradient at `x` given the head gradient `g`.
+    pub fn grad<T: Element>(self, x: T, g: T) -> T {
+        let zero = T::zero();
+        match self {
+            IntRule::Square => g.mul(x.add(x)),
+            IntRule::Abs if x > zero => g,
+            IntRule::Abs if x < zero => g.neg(),
+            IntRule::Negative => g.neg(),
+            IntRule::Relu if x > zero => g,
+            IntRule::Abs | IntRule::Relu => zero,
+        }
+    }
+}
+
+// log(1 + e^x) without overflow for large x.
+fn softrelu(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
+fn softrelu64(x: f64) -> f64 {
+    if x > 20.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
+fn sigmoid64(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// e^x, also for kernels that gather their exponentials into one pass (softmax over short
+/// rows).
+pub(crate) const EXP: UnaryFn = unary!("exp", |x| fast_exp(x), |x| x.exp(), |_, y| y, None);
+
+/// The table: value formula and derivative formula side by side.
+#[allow(clippy::neg_multiply)] // the macro writes `g * df`, and negative's df is -1
+pub static UNARY: &[UnaryFn] = &[
+    EXP,
+    unary!("log", |x| x.ln(), |x, _| 1.0 / x),
+    unary!("sqrt", |x| x.sqrt(), |_, y| 0.5 / y),
+    unary!("square", |x| x * x, |x, _| 2.0 * x, Some(IntRule::Square)),
+    unary!(
+        "abs",
+        |x| x.abs(),
+        |x, _| if x > 0.0 {
+            1.0
+        } else if x < 0.0 {
+            -1.0
+        } else {
+            0.0
+        },
+        Some(IntRule::Abs)
+    ),
+    unary!("negative", |x| -x, |_, _| -1.0, Some(IntRule::Negative)),
+    unary!(
+        "relu",
+        |x| if x > 0.0 { x } else { 0.0 },
+        |x, _| if x > 0.0 { 1.0 } else { 0.0 },
+        Some(IntRule::Relu)
+    ),
+    unary!(
+        "sigmoid",
+        |x| sigmoid(x),
+        |x| sigmoid64(x),
+        |_, y| y * (1.0 - y),
+        None
+    ),
+    unary!(
+        "tanh",
+        |x| fast_tanh(x),
+        |x| x.tanh(),
+        |_, y| 1.0 - y * y,
+        None
+    ),
+    // softrelu' is the logistic function, written with libm's exp so one formula serves
+    // both widths.
+    unary!(
+        "softrelu",
+        |x| softrelu(x),
+        |x| softrelu64(x),
+        |x, _| 1.0 / (1.0 + (-x).exp()),
+        None
+    ),
+    unary!("softsign", |x| x / (1.0 + x.abs()), |x, _| 1.0
+        / ((1.0 + x.abs()) * (1.0 + x.abs()))),
+];
+
+impl UnaryFn {
+    /// `out[i] = f(xs[i])`.
+    pub fn map_into(&self, xs: &[f32], out: &mut [f32]) {
+        (self.map)(xs, out)
+    }
+
+    /// `v[i] = f(v[i])`.
+    pub fn map_in_place(&self, v: &mut [f32]) {
+        (self.map_mut)(v)
+    }
+
+    /// `f` over float32 values, in parallel chunks.
+    pub fn map_f32(&self, xs: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0f32; xs.len()];
+        par::for_each_chunk_mut(&mut out, |start, chunk| {
+            (self.map)(&xs[start..start + chunk.len()], chunk)
+        });
+        out
+    }
+
+    /// `g · df(x, y)` over float32 values, in parallel chunks.
+    pub fn grad_f32(&self, xs: &[f32], ys: &[f32], gs: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0f32; xs.len()];
+        par::for_each_chunk_mut(&mut out, |start, chunk| {
+            let end = start + chunk.len();
+            (self.grad)(&xs[start..end], &ys[start..end], &gs[start..end], chunk)
+        });
+        out
+    }
+
+    /// `f` over float64 values, in parallel chunks.
+    pub fn map_f64(&self, xs: &[f64]) -> Vec<f64> {
+        let mut out = vec![0.0f64; xs.len()];
+        par::for_each_chunk_mut(&mut out, |start, chunk| {
+            for (o, &x) in chunk.iter_mut().zip(&xs[start..]) {
+                *o = (self.f64)(x);
+            }
+        });
+        out
+    }
+
+    /// `g · df(x, y)` over float64 values, in parallel chunks.
+    pub fn grad_f64(&self, xs: &[f64], ys: &[f64], gs: &[f64]) -> Vec<f64> {
+        let mut out = vec![0.0f64; xs.len()];
+        par::for_each_chunk_mut(&mut out, |start, chunk| {
+            for (i, o) in chunk.iter_mut().enumerate() {
+                let j = start + i;
+                *o = gs[j] * (self.df64)(xs[j], ys[j]);
+            }
+        });
+        out
+    }
+}
+
+/// The table row named `name`.
+pub fn unary_fn(name: &str) -> Option<UnaryFn> {
+    UNARY.iter().copied().find(|u| u.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float64_rows_agree_with_float32_rows() {
+        for u in UNARY {
+            for x in [-2.5f64, -0.3, 0.7, 1.9] {
+                let x = if matches!(u.name, "log" | "sqrt") {
+                    x.abs()
+                } else {
+                    x
+                };
+                let (a, b) = ((u.f)(x as f32) as f64, (u.f64)(x));
+                assert!(
+                    (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                    "{} at {x}: {a} vs {b}",
+                    u.name
+                );
+                let y = (u.f64)(x);
+                let (da, db) = ((u.df)(x as f32, y as f32) as f64, (u.df64)(x, y));
+                assert!(
+                    (da - db).abs() <= 1e-5 * db.abs().max(1.0),
+                    "{}' at {x}",
+                    u.name
+                );
+            }
+        }
+        assert_eq!(IntRule::Abs.apply(-5i64), 5);
+        assert_eq!(
+            IntRule::Square.apply((1i64 << 31) + 1),
+            (1i64 << 62) + (1i64 << 32) + 1
+        );
+        assert_eq!(IntRule::Relu.grad(-3i32, 7), 0);
+    }
+
+    #[test]
+    fn fast_exp_tanh_sigmoid_match_libm() {
+        let mut worst = [0.0f64; 3];
+        for i in -200_000..=200_000 {
+            let x = i as f32 * 4.4e-4; // [-88, 88]
+            let rel = |a: f32, b: f32| ((a as f64 - b as f64) / (b as f64).abs().max(1e-30)).abs();
+            if x > -87.0 {
+                worst[0] = worst[0].max(rel(fast_exp(x), x.exp())); // below: denormals
+            }
+            worst[1] = worst[1].max(rel(fast_tanh(x), x.tanh()));
+            worst[2] = worst[2].max(rel(sigmoid(x), 1.0 / (1.0 + (-x).exp())));
+        }
+        assert!(worst.iter().all(|&w| w < 2e-6), "{worst:?}");
+        for x in [1e-30f32, -3e-8, 0.6249, 0.625, -0.7, 9.0, -100.0, 100.0] {
+            assert!(
+                (fast_tanh(x) - x.tanh()).abs() <= 2e-7 * x.tanh().abs().max(1e-30),
+                "{x}"
+            );
+        }
+        assert!(fast_exp(-1000.0) > 0.0 && fast_exp(-1000.0) < 1.2e-38);
+        assert!(fast_exp(1000.0) > 3e38);
+        assert!(fast_tanh(f32::NAN).is_nan() && fast_exp(f32::NAN).is_nan());
+    }
+}

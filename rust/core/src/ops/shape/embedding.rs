@@ -1,0 +1,166 @@
+//! `Embedding`: rows of a weight table picked by index.
+
+use crate::error::{Error, Result};
+use crate::kernels::par;
+use crate::ops::params::Params;
+use crate::ops::{check_or_fill, known, MaybeShape, OpCtx, Operator};
+use crate::tensor::{DType, NDArray};
+use std::sync::Arc;
+
+// ---------------------------------------------------------------------------------------------
+// Embedding
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+pub(crate) struct Embedding {
+    input_dim: usize,
+    output_dim: usize,
+    dtype: DType,
+}
+
+impl Embedding {
+    pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        Ok(Arc::new(Embedding {
+            input_dim: p.usize_min("input_dim", 1)?,
+            output_dim: p.usize_min("output_dim", 1)?,
+            dtype: DType::parse(&p.str("dtype")?)?,
+        }))
+    }
+
+    /// The weight row of every index. MXNet truncates the float index and clips it into
+    /// [0, input_dim) silently; an index outside that range is an error here (SPEC §8).
+    fn rows(&self, node: &str, idx: &[f32]) -> Result<Vec<usize>> {
+        idx.iter()
+            .enumerate()
+            .map(|(pos, &v)| {
+                // `v >= 0.0` also rejects NaN.
+                let j = if v >= 0.0 { v as usize } else { usize::MAX };
+                if j < self.input_dim {
+                    Ok(j)
+                } else {
+                    Err(Error::invalid(
+                        format!("Embedding node \"{node}\": input \"data\""),
+                        format!("indices in [0, input_dim={})", self.input_dim),
+                        format!("index {v} at position {pos}"),
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    fn check_weight(&self, node: &str, w: &NDArray) -> Result<()> {
+        let want = [self.input_dim, self.output_dim];
+        if w.shape() != want {
+            return Err(Error::shape(
+                "Embedding",
+                format!("node \"{node}\": input \"weight\""),
+                want,
+                w.shape(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Operator for Embedding {
+    fn arguments(&self) -> Vec<String> {
+        vec!["data".into(), "weight".into()]
+    }
+
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        let want = [self.input_dim, self.output_dim];
+        check_or_fill("Embedding", node, "weight", &mut inputs[1], &want)?;
+        let mut s = known("Embedding", node, &["data", "weight"], inputs, 0)?.to_vec();
+        s.push(self.output_dim);
+        Ok(vec![s])
+    }
+
+    fn infer_type(
+        &self,
+        inputs: &mut [Option<DType>],
+        _aux: &mut [Option<DType>],
+    ) -> Result<Vec<DType>> {
+        if let Some(d) = inputs.get_mut(0) {
+            d.get_or_insert(DType::Float32);
+        }
+        if let Some(w) = inputs.get_mut(1) {
+            match w {
+                Some(t) if *t != self.dtype => {
+                    return Err(Error::invalid(
+                        "Embedding: input \"weight\" dtype",
+                        self.dtype.name(),
+                        t.name(),
+                    ))
+                }
+                _ => *w = Some(self.dtype),
+            }
+        }
+        Ok(vec![self.dtype])
+    }
+
+    fn forward(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        let (x, w) = (&inputs[0], &inputs[1]);
+        self.check_weight(ctx.node, w)?;
+        let rows = self.rows(ctx.node, x.f32s("Embedding: data")?)?;
+        let ws = w.f32s("Embedding: weight")?;
+        let d = self.output_dim;
+        let mut out = vec![0.0f32; rows.len() * d];
+        par::for_each_row_mut(&mut out, d, |i, dst| {
+            let r = rows[i] * d;
+            if let Some(src) = ws.get(r..r + d) {
+                dst.copy_from_slice(src);
+            }
+        });
+        let mut s = x.shape().to_vec();
+        s.push(d);
+        Ok(vec![NDArray::from_f32(&s, out)?])
+    }
+
+    fn backward(
+        &self,
+        ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        _outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        let rows = self.rows(ctx.node, inputs[0].f32s("Embedding: data")?)?;
+        let g = out_grads[0].f32s("Embedding: output gradient")?;
+        let (k, d) = (self.input_dim, self.output_dim);
+        // Group the positions by weight row (a stable counting sort), then let each row add its
+        // positions' gradients in position order: parallel over rows, and the same sum order
+        // at any thread count.
+        let mut start = vec![0usize; k + 1];
+        for &r in &rows {
+            start[r + 1] += 1;
+        }
+        for i in 0..k {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut order = vec![0usize; rows.len()];
+        for (pos, &r) in rows.iter().enumerate() {
+            order[fill[r]] = pos;
+            fill[r] += 1;
+        }
+        let mut dw = vec![0.0f32; k * d];
+        par::for_each_row_mut(&mut dw, d, |r, dst| {
+            for &pos in &order[start[r]..start[r + 1]] {
+                if let Some(src) = g.get(pos * d..(pos + 1) * d) {
+                    dst.iter_mut().zip(src).for_each(|(a, b)| *a += b);
+                }
+            }
+        });
+        Ok(vec![None, Some(NDArray::from_f32(&[k, d], dw)?)])
+    }
+}

@@ -1,0 +1,370 @@
+//! `Concat`, `stack` and `SliceChannel` (`split`).
+
+use super::{arg_names, bad_param, norm_axis, tup, Text};
+use crate::error::{Error, Result};
+use crate::kernels::copy::*;
+use crate::ops::params::Params;
+use crate::ops::{check_or_fill, known, same_dtype, unknown_input, MaybeShape, OpCtx, Operator};
+use crate::tensor::NDArray;
+use crate::with_dtype;
+use std::sync::Arc;
+
+// ---------------------------------------------------------------------------------------------
+// Concat and stack
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+pub(crate) struct Concat {
+    dim: i64,
+    num_args: usize,
+}
+
+impl Concat {
+    pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        Ok(Arc::new(Concat {
+            dim: p.int("dim")?,
+            num_args: p.usize_min("num_args", 1)?,
+        }))
+    }
+
+    /// The concatenation axis and the output shape.
+    fn plan(&self, node: &str, shapes: &[&[usize]]) -> Result<(usize, Vec<usize>)> {
+        let first = shapes.first().copied().unwrap_or(&[]);
+        if first.is_empty() {
+            return Err(Error::shape(
+                "Concat",
+                format!("node \"{node}\": input \"arg0\""),
+                Text("at least one axis".into()),
+                first,
+            ));
+        }
+        let ax = norm_axis("Concat", node, "dim", self.dim, first.len())?;
+        let mut out = first.to_vec();
+        out[ax] = 0;
+        for (i, s) in shapes.iter().enumerate() {
+            let fits = s.len() == first.len()
+                && s.iter()
+                    .zip(first)
+                    .enumerate()
+                    .all(|(k, (a, b))| k == ax || a == b);
+            if !fits {
+                let mut want: Vec<String> = first.iter().map(usize::to_string).collect();
+                want[ax] = "_".into();
+                return Err(Error::shape(
+                    "Concat",
+                    format!("node \"{node}\": input \"arg{i}\" (dimensions other than dim={ax} must match input \"arg0\")"),
+                    Text(format!("({})", want.join(", "))),
+                    s,
+                ));
+            }
+            out[ax] += s[ax];
+        }
+        Ok((ax, out))
+    }
+}
+
+impl Operator for Concat {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+    fn arguments(&self) -> Vec<String> {
+        arg_names(self.num_args)
+    }
+
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        // MXNet cannot complete an unknown input from the others either (its size along `dim`
+        // stays open), so every input must be known.
+        let shapes = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.as_deref()
+                    .ok_or_else(|| unknown_input("Concat", node, &format!("arg{i}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(vec![self.plan(node, &shapes)?.1])
+    }
+
+    fn forward(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        let shapes: Vec<&[usize]> = inputs.iter().map(NDArray::shape).collect();
+        let (ax, out_shape) = self.plan(ctx.node, &shapes)?;
+        let (outer, _, inner) = around(&out_shape, ax);
+        let widths: Vec<usize> = shapes.iter().map(|s| s[ax] * inner).collect();
+        let t = same_dtype("Concat", ctx.node, inputs, |i| format!("input arg{i}"))?;
+        let out = with_dtype!(t, T => {
+            let parts = inputs
+                .iter()
+                .map(|x| x.values::<T>("Concat: input"))
+                .collect::<Result<Vec<_>>>()?;
+            NDArray::from_vec::<T>(&out_shape, join_rows(&parts, &widths, outer))?
+        });
+        Ok(vec![out])
+    }
+
+    fn backward(
+        &self,
+        ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        _outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        let shapes: Vec<&[usize]> = inputs.iter().map(NDArray::shape).collect();
+        let (ax, out_shape) = self.plan(ctx.node, &shapes)?;
+        let (outer, n, inner) = around(&out_shape, ax);
+        let g = &out_grads[0];
+        with_dtype!(g.dtype(), T => {
+            let gs = g.values::<T>("Concat: output gradient")?;
+            let mut begin = 0;
+            shapes
+                .iter()
+                .map(|s| {
+                    let part = take_range(gs, outer, n, inner, begin, s[ax]);
+                    begin += s[ax];
+                    NDArray::from_vec::<T>(s, part).map(Some)
+                })
+                .collect()
+        })
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Stack {
+    axis: i64,
+    num_args: usize,
+}
+
+impl Stack {
+    pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        Ok(Arc::new(Stack {
+            axis: p.int("axis")?,
+            num_args: p.usize_min("num_args", 1)?,
+        }))
+    }
+
+    /// The new axis and the output shape for inputs of shape `s`.
+    fn plan(&self, node: &str, s: &[usize]) -> Result<(usize, Vec<usize>)> {
+        let ax = norm_axis("stack", node, "axis", self.axis, s.len() + 1)?;
+        let mut out = s.to_vec();
+        out.insert(ax, self.num_args);
+        Ok((ax, out))
+    }
+}
+
+impl Operator for Stack {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+    fn arguments(&self) -> Vec<String> {
+        arg_names(self.num_args)
+    }
+
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        // Like MXNet, one known input fixes the shape of all the others.
+        let s = inputs
+            .iter()
+            .flatten()
+            .next()
+            .cloned()
+            .ok_or_else(|| unknown_input("stack", node, "arg0"))?;
+        for (i, slot) in inputs.iter_mut().enumerate() {
+            check_or_fill("stack", node, &format!("arg{i}"), slot, &s)?;
+        }
+        Ok(vec![self.plan(node, &s)?.1])
+    }
+
+    fn forward(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        let s = inputs.first().map_or(&[][..], NDArray::shape);
+        for (i, x) in inputs.iter().enumerate() {
+            if x.shape() != s {
+                return Err(Error::shape(
+                    "stack",
+                    format!("node \"{}\": input \"arg{i}\"", ctx.node),
+                    s,
+                    x.shape(),
+                ));
+            }
+        }
+        let (ax, out_shape) = self.plan(ctx.node, s)?;
+        let (outer, _, _) = around(&out_shape, ax);
+        let width: usize = s[ax..].iter().product();
+        let t = same_dtype("stack", ctx.node, inputs, |i| format!("input arg{i}"))?;
+        let out = with_dtype!(t, T => {
+            let parts = inputs
+                .iter()
+                .map(|x| x.values::<T>("stack: input"))
+                .collect::<Result<Vec<_>>>()?;
+            NDArray::from_vec::<T>(&out_shape, join_rows(&parts, &vec![width; parts.len()], outer))?
+        });
+        Ok(vec![out])
+    }
+
+    fn backward(
+        &self,
+        ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        _outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        let s = inputs.first().map_or(&[][..], NDArray::shape);
+        let (ax, out_shape) = self.plan(ctx.node, s)?;
+        let (outer, n, inner) = around(&out_shape, ax);
+        let g = &out_grads[0];
+        with_dtype!(g.dtype(), T => {
+            let gs = g.values::<T>("stack: output gradient")?;
+            (0..inputs.len())
+                .map(|k| NDArray::from_vec::<T>(s, take_range(gs, outer, n, inner, k, 1)).map(Some))
+                .collect()
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SliceChannel (split)
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug)]
+pub(crate) struct SliceChannel {
+    num_outputs: usize,
+    axis: i64,
+    squeeze_axis: bool,
+}
+
+impl SliceChannel {
+    pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        Ok(Arc::new(SliceChannel {
+            num_outputs: p.usize_min("num_outputs", 1)?,
+            axis: p.int("axis")?,
+            squeeze_axis: p.bool("squeeze_axis")?,
+        }))
+    }
+
+    /// The split axis, the part size along it, and each output's shape.
+    fn plan(&self, node: &str, d: &[usize]) -> Result<(usize, usize, Vec<usize>)> {
+        let op = "SliceChannel";
+        let ax = norm_axis(op, node, "axis", self.axis, d.len())?;
+        let k = self.num_outputs;
+        if d[ax] % k != 0 {
+            return Err(bad_param(
+                op,
+                node,
+                "num_outputs",
+                format!(
+                    "a divisor of dimension {ax} (size {}) of input \"data\" of shape {}",
+                    d[ax],
+                    tup(d)
+                ),
+                k.to_string(),
+            ));
+        }
+        if self.squeeze_axis && d[ax] != k {
+            return Err(bad_param(
+                op,
+                node,
+                "num_outputs",
+                format!(
+                    "the size {} of dimension {ax} of input \"data\" (squeeze_axis=True)",
+                    d[ax]
+                ),
+                k.to_string(),
+            ));
+        }
+        let part = d[ax] / k;
+        let mut s = d.to_vec();
+        if self.squeeze_axis {
+            s.remove(ax);
+        } else {
+            s[ax] = part;
+        }
+        Ok((ax, part, s))
+    }
+}
+
+impl Operator for SliceChannel {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+    fn arguments(&self) -> Vec<String> {
+        vec!["data".into()]
+    }
+
+    fn output_names(&self) -> Vec<String> {
+        (0..self.num_outputs)
+            .map(|i| format!("output{i}"))
+            .collect()
+    }
+
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        let d = known("SliceChannel", node, &["data"], inputs, 0)?;
+        let (_, _, s) = self.plan(node, d)?;
+        Ok(vec![s; self.num_outputs])
+    }
+
+    fn forward(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        let x = &inputs[0];
+        let (ax, part, s) = self.plan(ctx.node, x.shape())?;
+        let (outer, n, inner) = around(x.shape(), ax);
+        with_dtype!(x.dtype(), T => {
+            let xs = x.values::<T>("SliceChannel: data")?;
+            (0..self.num_outputs)
+                .map(|k| NDArray::from_vec::<T>(&s, take_range(xs, outer, n, inner, k * part, part)))
+                .collect()
+        })
+    }
+
+    fn backward(
+        &self,
+        ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        _outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        let x = &inputs[0];
+        let (ax, part, _) = self.plan(ctx.node, x.shape())?;
+        let (outer, _, inner) = around(x.shape(), ax);
+        let t = same_dtype("SliceChannel", ctx.node, out_grads, |i| {
+            format!("gradient of output{i}")
+        })?;
+        let g = with_dtype!(t, T => {
+            let parts = out_grads
+                .iter()
+                .map(|g| g.values::<T>("SliceChannel: output gradient"))
+                .collect::<Result<Vec<_>>>()?;
+            let widths = vec![part * inner; parts.len()];
+            NDArray::from_vec::<T>(x.shape(), join_rows(&parts, &widths, outer))?
+        });
+        Ok(vec![Some(g)])
+    }
+}

@@ -1,0 +1,350 @@
+//! Shape and indexing operators: MXNet `Reshape`, `Flatten`, `transpose`, `expand_dims`,
+//! `squeeze`, `Concat`, `stack`, `SliceChannel` (`split`), `slice_axis`, `slice`, `Embedding`.
+//!
+//! Everything but `Embedding` only moves values, so it works for every dtype: reshapes share
+//! the input's storage, the rest copy contiguous blocks (`kernels::copy`) in parallel
+//! over the leading (outer) rows.
+
+mod embedding;
+mod join;
+mod slice;
+mod view;
+
+use super::params::{param, ParamKind::*};
+use super::OpDef;
+use crate::error::{Error, Result};
+use embedding::Embedding;
+use join::{Concat, SliceChannel, Stack};
+pub use slice::parse_opt_tuple;
+use slice::{Slice, SliceAxis};
+use view::{Transpose, View};
+
+// ---------------------------------------------------------------------------------------------
+// Registry entries
+// ---------------------------------------------------------------------------------------------
+
+/// The entries of this family.
+pub static OPS: &[OpDef] = &[
+    OpDef {
+        name: "Reshape",
+        aliases: &["reshape"],
+        py_name: None,
+        doc: "Gives the data a new shape without changing its values. Besides positive sizes, \
+              `shape` takes MXNet's special codes: 0 copies the next input dimension, -1 infers \
+              one dimension from the remaining size, -2 copies all remaining input dimensions, \
+              -3 merges the next two input dimensions into one, and -4 splits the next input \
+              dimension into the two values that follow it (one of which may be -1). With \
+              reverse=True the codes are matched against the input dimensions from right to left. \
+              Example: data (2, 3, 4) with shape (0, -1) gives (2, 12); (-3, -2) gives (6, 4).",
+        params: &[
+            param(
+                "shape",
+                Shape,
+                Some("()"),
+                "The target shape, possibly with the special codes 0, -1, -2, -3, -4.",
+            ),
+            param(
+                "reverse",
+                Bool,
+                Some("False"),
+                "Apply the special codes from right to left.",
+            ),
+            param(
+                "target_shape",
+                Shape,
+                Some("()"),
+                "(Deprecated) target shape used when `shape` is empty; a single 0 is inferred.",
+            ),
+            param(
+                "keep_highest",
+                Bool,
+                Some("False"),
+                "(Deprecated, with target_shape) keep the first dimension of the input.",
+            ),
+        ],
+        create: View::create_reshape,
+        variadic: None,
+    },
+    OpDef {
+        name: "Flatten",
+        aliases: &["flatten"],
+        py_name: None,
+        doc: "Collapses every axis but the first: data of shape (N, d1, d2, …) becomes \
+              (N, d1·d2·…). A 1-d input of shape (N,) becomes (N, 1).",
+        params: &[],
+        create: View::create_flatten,
+        variadic: None,
+    },
+    OpDef {
+        name: "expand_dims",
+        aliases: &[],
+        py_name: None,
+        doc: "Inserts an axis of size 1 at position `axis`. A negative axis counts from \
+              ndim + 1, so axis=-1 appends a trailing axis.",
+        params: &[param(
+            "axis",
+            Int,
+            None,
+            "Position of the new axis, in [-ndim-1, ndim].",
+        )],
+        create: View::create_expand_dims,
+        variadic: None,
+    },
+    OpDef {
+        name: "squeeze",
+        aliases: &[],
+        py_name: None,
+        doc: "Removes axes of size 1: the listed ones (each must have size 1), or every one \
+              when axis is None. A result with no axes left has shape (1,), as in MXNet.",
+        params: &[param(
+            "axis",
+            OptShape,
+            Some("None"),
+            "Axes to remove (None: every axis of size 1).",
+        )],
+        create: View::create_squeeze,
+        variadic: None,
+    },
+    OpDef {
+        name: "transpose",
+        aliases: &[],
+        py_name: None,
+        doc: "Permutes the axes: output axis i is input axis axes[i]. With the default empty \
+              axes the order of the axes is reversed (a matrix transpose for 2-d data).",
+        params: &[param(
+            "axes",
+            Shape,
+            Some("()"),
+            "The permutation (negative values count from the end); empty reverses the axes.",
+        )],
+        create: Transpose::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "Concat",
+        aliases: &["concat"],
+        py_name: None,
+        doc: "Joins the inputs along axis `dim`; all other dimensions must agree. The inputs \
+              are named arg0, arg1, …; the gradient is split back into the inputs' parts.",
+        params: &[
+            param(
+                "num_args",
+                Int,
+                None,
+                "Number of inputs (set automatically from the inputs given).",
+            ),
+            param(
+                "dim",
+                Int,
+                Some("1"),
+                "The axis to join along (negative counts from the end).",
+            ),
+        ],
+        create: Concat::create,
+        variadic: Some("num_args"),
+    },
+    OpDef {
+        name: "stack",
+        aliases: &[],
+        py_name: None,
+        doc: "Joins inputs of one shape along a new axis `axis`: k inputs of shape (a, b) \
+              stacked on axis 1 give (a, k, b). The inputs are named arg0, arg1, ….",
+        params: &[
+            param(
+                "axis",
+                Int,
+                Some("0"),
+                "Position of the new axis in the output (negative counts from the end).",
+            ),
+            param(
+                "num_args",
+                Int,
+                None,
+                "Number of inputs (set automatically from the inputs given).",
+            ),
+        ],
+        create: Stack::create,
+        variadic: Some("num_args"),
+    },
+    OpDef {
+        name: "SliceChannel",
+        aliases: &["split"],
+        py_name: None,
+        doc: "Splits the data into `num_outputs` equal parts along `axis` (the size of that \
+              axis must be divisible by num_outputs). With squeeze_axis=True the split axis, \
+              which must then have size num_outputs, is removed from the outputs. Outputs are \
+              named output0, output1, …; the gradient concatenates the outputs' gradients.",
+        params: &[
+            param("num_outputs", Int, None, "Number of parts to split into."),
+            param(
+                "axis",
+                Int,
+                Some("1"),
+                "The axis to split along (negative counts from the end).",
+            ),
+            param(
+                "squeeze_axis",
+                Bool,
+                Some("False"),
+                "Remove the split axis from the outputs (its size must equal num_outputs).",
+            ),
+        ],
+        create: SliceChannel::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "slice_axis",
+        aliases: &[],
+        py_name: None,
+        doc: "Takes elements begin … end-1 along one axis. Negative begin and end count from \
+              the end of the axis; end=None means up to the end. The range must not be empty.",
+        params: &[
+            param(
+                "axis",
+                Int,
+                None,
+                "The axis to slice (negative counts from the end).",
+            ),
+            param(
+                "begin",
+                Int,
+                None,
+                "First index taken (negative counts from the end).",
+            ),
+            param(
+                "end",
+                OptInt,
+                None,
+                "One past the last index taken (negative counts from the end; None: the end).",
+            ),
+        ],
+        create: SliceAxis::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "slice",
+        aliases: &[],
+        py_name: None,
+        doc: "Takes a strided region, one (begin, end, step) per leading axis, like Python's \
+              x[b0:e0:s0, b1:e1:s1, …]. Entries may be None (the whole axis, reversed for a \
+              negative step); negative values count from the end; out-of-range bounds are \
+              clipped. Axes beyond the tuples are taken whole.",
+        params: &[
+            param(
+                "begin",
+                Str,
+                None,
+                "Tuple of start indices, entries int or None, e.g. \"(None, 1)\".",
+            ),
+            param(
+                "end",
+                Str,
+                None,
+                "Tuple of stop indices (exclusive), entries int or None; as long as begin.",
+            ),
+            param(
+                "step",
+                Str,
+                Some("()"),
+                "Tuple of steps, entries int or None (= 1); empty, or as long as begin.",
+            ),
+        ],
+        create: Slice::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "Embedding",
+        aliases: &[],
+        py_name: None,
+        doc: "Maps integer indices to rows of a weight matrix: output[..., :] = \
+              weight[data[...], :], shape data.shape + (output_dim,). The indices are float32 \
+              values holding integers (the fraction is dropped). Unlike MXNet, which clips \
+              silently, an index outside [0, input_dim) is an error. The weight gradient adds \
+              up the head gradients of every occurrence of an index; the indices get no gradient.",
+        params: &[
+            param(
+                "input_dim",
+                Int,
+                None,
+                "Vocabulary size: indices lie in [0, input_dim).",
+            ),
+            param("output_dim", Int, None, "Size of each embedding vector."),
+            param(
+                "dtype",
+                Enum(&[
+                    "float32", "float64", "float16", "uint8", "int8", "int32", "int64",
+                ]),
+                Some("float32"),
+                "Data type of the weight and the output.",
+            ),
+            param(
+                "sparse_grad",
+                Bool,
+                Some("False"),
+                "Accepted for compatibility; the weight gradient is always dense here.",
+            ),
+        ],
+        create: Embedding::create,
+        variadic: None,
+    },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+/// An error about parameter `name` of node `node` that only shows once the input shape is known.
+pub(crate) fn bad_param(
+    op: &str,
+    node: &str,
+    name: &str,
+    expected: impl Into<String>,
+    got: impl Into<String>,
+) -> Error {
+    Error::invalid(
+        format!("{op} node \"{node}\": parameter \"{name}\""),
+        expected,
+        got,
+    )
+}
+
+/// Python tuple text of a shape: `(2, 3)`, `(4,)`.
+pub(crate) fn tup<T: std::fmt::Debug>(s: &[T]) -> String {
+    crate::error::tuple_text(&format!("{s:?}"))
+}
+
+/// Normalises a possibly negative axis parameter against `ndim` axes.
+pub(crate) fn norm_axis(
+    op: &str,
+    node: &str,
+    pname: &str,
+    axis: i64,
+    ndim: usize,
+) -> Result<usize> {
+    let n = ndim as i64;
+    let a = if axis < 0 { axis + n } else { axis };
+    if a < 0 || a >= n {
+        return Err(bad_param(
+            op,
+            node,
+            pname,
+            format!("an axis in [{}, {n}) for {ndim}-d input", -n),
+            axis.to_string(),
+        ));
+    }
+    Ok(a as usize)
+}
+
+/// The input names of a variadic op: arg0, arg1, ….
+pub(crate) fn arg_names(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("arg{i}")).collect()
+}
+
+/// Debug-prints as its text (for `Error::shape` expectations that are not plain shapes).
+pub(crate) struct Text(String);
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
