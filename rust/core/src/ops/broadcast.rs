@@ -1,18 +1,15 @@
 //! Binary, scalar and n-ary elementwise operators (MXNet `elemwise_add/sub/mul/div`,
 //! `_maximum`, `_minimum`, `_power`, `broadcast_add/sub/mul/div/maximum/minimum/power`, the
-//! `_*_scalar` family, `add_n`, `clip`, `where`, `zeros_like`, `ones_like`, `BlockGrad`,
-//! `MakeLoss`). They compute in their inputs' own dtype (every dtype) through
+//! `_*_scalar` family, `add_n`). They compute in their inputs' own dtype (every dtype) through
 //! `kernels::map` and `kernels::binary`, the same code as NDArray arithmetic.
 
 use super::params::{param, ParamDef, ParamKind::*};
-use super::{
-    check_or_fill, known, same_dtype, unknown_input, MaybeShape, OpCtx, OpDef, Operator, Params,
-};
+use super::{data, known, same_dtype, same_shape, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::binary::{self, BinaryOp};
 use crate::kernels::map::{broadcast_shape, broadcast_strides, contiguous_strides, map_n, Operand};
 use crate::kernels::{par, reduce};
-use crate::tensor::{DType, Element, NDArray, Storable};
+use crate::tensor::{Element, NDArray, Storable};
 use crate::with_dtype;
 use std::sync::Arc;
 
@@ -21,52 +18,8 @@ fn sum_to<T: Storable>(full: Vec<T>, out_shape: &[usize], shape: &[usize]) -> Re
     NDArray::from_vec(shape, reduce::sum_to(full, out_shape, shape)?)
 }
 
-fn data<'a, T: Storable>(x: &'a NDArray, op: &str, arg: &str) -> Result<&'a [T]> {
-    x.values(&format!("{op}: {arg}"))
-}
-
-/// Every input must have one shape: the first known one fills the unknown ones (MXNet's
-/// elementwise shape rule, which runs in both directions).
-fn same_shape(
-    op: &str,
-    node: &str,
-    names: &[&str],
-    inputs: &mut [MaybeShape],
-) -> Result<Vec<usize>> {
-    let Some(shape) = inputs.iter().flatten().next().cloned() else {
-        return Err(unknown_input(
-            op,
-            node,
-            names.first().copied().unwrap_or("data"),
-        ));
-    };
-    for (i, slot) in inputs.iter_mut().enumerate() {
-        let name = names.get(i).copied().unwrap_or("data");
-        check_or_fill(op, node, name, slot, &shape)?;
-    }
-    Ok(shape)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Binary operators, same-shape and broadcasting.
-
-/// MXNet name, operation, broadcasting.
-static BINARY: &[(&str, BinaryOp, bool)] = &[
-    ("elemwise_add", BinaryOp::Add, false),
-    ("elemwise_sub", BinaryOp::Sub, false),
-    ("elemwise_mul", BinaryOp::Mul, false),
-    ("elemwise_div", BinaryOp::Div, false),
-    ("_maximum", BinaryOp::Maximum, false),
-    ("_minimum", BinaryOp::Minimum, false),
-    ("_power", BinaryOp::Pow, false),
-    ("broadcast_add", BinaryOp::Add, true),
-    ("broadcast_sub", BinaryOp::Sub, true),
-    ("broadcast_mul", BinaryOp::Mul, true),
-    ("broadcast_div", BinaryOp::Div, true),
-    ("broadcast_maximum", BinaryOp::Maximum, true),
-    ("broadcast_minimum", BinaryOp::Minimum, true),
-    ("broadcast_power", BinaryOp::Pow, true),
-];
 
 /// Full-shape gradients of lhs and rhs; `None` stands for the head gradient itself.
 type GradPair<T> = (Option<Vec<T>>, Option<Vec<T>>);
@@ -78,13 +31,9 @@ struct Binary {
     broadcast: bool,
 }
 
-fn create_binary(p: &Params) -> Result<Arc<dyn Operator>> {
-    let &(op, kind, broadcast) = BINARY
-        .iter()
-        .find(|(n, _, _)| *n == p.op)
-        .ok_or_else(|| Error::Msg(format!("internal: no binary operator {}", p.op)))?;
+fn create_binary(p: &Params, kind: BinaryOp, broadcast: bool) -> Result<Arc<dyn Operator>> {
     Ok(Arc::new(Binary {
-        op,
+        op: p.op,
         kind,
         broadcast,
     }))
@@ -258,15 +207,16 @@ impl Operator for Binary {
     }
 }
 
+/// A binary row: name, aliases, the operation, whether it broadcasts, doc.
 macro_rules! binary_def {
-    ($name:literal, [$($alias:literal),*], $doc:literal) => {
+    ($name:literal, [$($alias:literal),*], $kind:ident, $broadcast:literal, $doc:literal) => {
         OpDef {
             name: $name,
             aliases: &[$($alias),*],
             py_name: None,
             doc: $doc,
             params: &[],
-            create: create_binary,
+            create: |p| create_binary(p, BinaryOp::$kind, $broadcast),
             variadic: None,
         }
     };
@@ -274,20 +224,6 @@ macro_rules! binary_def {
 
 // ---------------------------------------------------------------------------------------------
 // Scalar operators.
-
-/// MXNet name, operation, and whether the scalar is the left operand.
-static SCALAR: &[(&str, BinaryOp, bool)] = &[
-    ("_plus_scalar", BinaryOp::Add, false),
-    ("_minus_scalar", BinaryOp::Sub, false),
-    ("_rminus_scalar", BinaryOp::Sub, true),
-    ("_mul_scalar", BinaryOp::Mul, false),
-    ("_div_scalar", BinaryOp::Div, false),
-    ("_rdiv_scalar", BinaryOp::Div, true),
-    ("_power_scalar", BinaryOp::Pow, false),
-    ("_rpower_scalar", BinaryOp::Pow, true),
-    ("_maximum_scalar", BinaryOp::Maximum, false),
-    ("_minimum_scalar", BinaryOp::Minimum, false),
-];
 
 #[derive(Debug)]
 struct ScalarOp {
@@ -297,16 +233,13 @@ struct ScalarOp {
     s: f64,
 }
 
-fn create_scalar(p: &Params) -> Result<Arc<dyn Operator>> {
-    let &(op, kind, reverse) = SCALAR
-        .iter()
-        .find(|(n, _, _)| *n == p.op)
-        .ok_or_else(|| Error::Msg(format!("internal: no scalar operator {}", p.op)))?;
+/// `reverse`: the scalar is the left operand (`2 - x`).
+fn create_scalar(p: &Params, kind: BinaryOp, reverse: bool) -> Result<Arc<dyn Operator>> {
     // MXNet parses the scalar as a double and casts it to the data type before applying it;
     // is_int only records how the front end saw it.
     let _ = p.bool("is_int")?;
     Ok(Arc::new(ScalarOp {
-        op,
+        op: p.op,
         kind,
         reverse,
         s: p.float("scalar")?,
@@ -436,15 +369,16 @@ const SCALAR_PARAMS: &[ParamDef] = &[
     ),
 ];
 
+/// A scalar row: name, alias, the operation, whether the scalar is the left operand, doc.
 macro_rules! scalar_def {
-    ($name:literal, $alias:literal, $doc:literal) => {
+    ($name:literal, $alias:literal, $kind:ident, $reverse:literal, $doc:literal) => {
         OpDef {
             name: $name,
             aliases: &[$alias],
             py_name: None,
             doc: $doc,
             params: SCALAR_PARAMS,
-            create: create_scalar,
+            create: |p| create_scalar(p, BinaryOp::$kind, $reverse),
             variadic: None,
         }
     };
@@ -547,474 +481,6 @@ impl Operator for AddN {
 }
 
 // ---------------------------------------------------------------------------------------------
-// clip
-
-#[derive(Debug)]
-struct Clip {
-    lo: f64,
-    hi: f64,
-}
-
-impl Clip {
-    fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Clip {
-            lo: p.float("a_min")?,
-            hi: p.float("a_max")?,
-        }))
-    }
-
-    /// The bounds cast to the data type, as MXNet casts them.
-    fn bounds<T: Element>(&self) -> (T, T) {
-        (T::from_f64(self.lo), T::from_f64(self.hi))
-    }
-
-    fn clip<T: Element + Storable>(&self, x: &NDArray) -> Result<Vec<T>> {
-        let st = contiguous_strides(x.shape());
-        let (lo, hi) = self.bounds::<T>();
-        // mshadow_op::clip: the upper bound is tested first, NaN passes through.
-        map_n(
-            x.shape(),
-            [Operand {
-                data: data::<T>(x, "clip", "data")?,
-                strides: &st,
-            }],
-            |[v]| {
-                if v > hi {
-                    hi
-                } else if v < lo {
-                    lo
-                } else {
-                    v
-                }
-            },
-        )
-    }
-
-    /// The gradient passes where a_min <= x <= a_max (bounds included, as MXNet's clip_grad).
-    fn gradient<T: Element + Storable>(&self, g: &NDArray, x: &NDArray) -> Result<Vec<T>> {
-        let st = contiguous_strides(x.shape());
-        let (lo, hi) = self.bounds::<T>();
-        let zero = T::zero();
-        map_n(
-            x.shape(),
-            [
-                Operand {
-                    data: data::<T>(g, "clip", "output gradient")?,
-                    strides: &st,
-                },
-                Operand {
-                    data: data::<T>(x, "clip", "data")?,
-                    strides: &st,
-                },
-            ],
-            |[g, v]| if v > hi || v < lo { zero } else { g },
-        )
-    }
-}
-
-impl Operator for Clip {
-    fn dtype_generic(&self) -> bool {
-        true
-    }
-
-    fn arguments(&self) -> Vec<String> {
-        vec!["data".into()]
-    }
-
-    fn infer_shape(
-        &self,
-        node: &str,
-        inputs: &mut [MaybeShape],
-        _aux: &mut [MaybeShape],
-    ) -> Result<Vec<Vec<usize>>> {
-        Ok(vec![same_shape("clip", node, &["data"], inputs)?])
-    }
-
-    fn forward(
-        &self,
-        _ctx: &OpCtx,
-        inputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<NDArray>> {
-        let x = &inputs[0];
-        let out = with_dtype!(x.dtype(), T => NDArray::from_vec(x.shape(), self.clip::<T>(x)?)?);
-        Ok(vec![out])
-    }
-
-    fn backward(
-        &self,
-        _ctx: &OpCtx,
-        out_grads: &[NDArray],
-        inputs: &[NDArray],
-        _outputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<Option<NDArray>>> {
-        let (x, g) = (&inputs[0], &out_grads[0]);
-        if x.shape() != g.shape() {
-            return Err(Error::shape(
-                "clip",
-                "output gradient",
-                x.shape(),
-                g.shape(),
-            ));
-        }
-        let dx =
-            with_dtype!(x.dtype(), T => NDArray::from_vec(x.shape(), self.gradient::<T>(g, x)?)?);
-        Ok(vec![Some(dx)])
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// where
-
-#[derive(Debug)]
-struct Where;
-
-impl Where {
-    /// Strides of the condition in x's index space: the same shape, or (N,) selecting rows.
-    fn cond_strides(cond: &[usize], x: &[usize]) -> Option<Vec<usize>> {
-        if cond == x {
-            Some(contiguous_strides(x))
-        } else if cond.len() == 1 && x.first() == cond.first() {
-            let mut s = vec![0; x.len()];
-            s[0] = 1;
-            Some(s)
-        } else {
-            None
-        }
-    }
-
-    fn cond_error(node: &str, x: &[usize], cond: &[usize]) -> Error {
-        Error::shape(
-            "where",
-            format!("node \"{node}\": input \"condition\""),
-            format_args!(
-                "the shape of x {} or ({},)",
-                crate::error::tuple_text(&format!("{x:?}")),
-                x.first().copied().unwrap_or(0)
-            ),
-            cond,
-        )
-    }
-}
-
-impl Where {
-    /// The condition as ones and zeros of the data type, read in x's index space (any
-    /// nonzero condition value selects x, whatever the condition's own dtype).
-    fn mask<T: Element + Storable>(
-        &self,
-        node: &str,
-        c: &NDArray,
-        shape: &[usize],
-    ) -> Result<(Vec<T>, Vec<usize>)> {
-        let sc = Self::cond_strides(c.shape(), shape)
-            .ok_or_else(|| Self::cond_error(node, shape, c.shape()))?;
-        let flags = c
-            .astype(DType::Float64)
-            .to_f64_vec()
-            .into_iter()
-            .map(|v| if v != 0.0 { T::one() } else { T::zero() })
-            .collect();
-        Ok((flags, sc))
-    }
-
-    fn select<T: Element + Storable>(
-        &self,
-        node: &str,
-        c: &NDArray,
-        x: &NDArray,
-        y: &NDArray,
-    ) -> Result<Vec<T>> {
-        let shape = x.shape();
-        let (mask, sc) = self.mask::<T>(node, c, shape)?;
-        let st = contiguous_strides(shape);
-        let zero = T::zero();
-        map_n(
-            shape,
-            [
-                Operand {
-                    data: &mask,
-                    strides: &sc,
-                },
-                Operand {
-                    data: data::<T>(x, "where", "x")?,
-                    strides: &st,
-                },
-                Operand {
-                    data: data::<T>(y, "where", "y")?,
-                    strides: &st,
-                },
-            ],
-            |[c, x, y]| if c != zero { x } else { y },
-        )
-    }
-
-    /// The gradients of x and y: the output gradient where the condition picks each.
-    fn gradients<T: Element + Storable>(
-        &self,
-        node: &str,
-        c: &NDArray,
-        g: &NDArray,
-    ) -> Result<[Vec<T>; 2]> {
-        let shape = g.shape();
-        let (mask, sc) = self.mask::<T>(node, c, shape)?;
-        let st = contiguous_strides(shape);
-        let ins = [
-            Operand {
-                data: &mask,
-                strides: &sc,
-            },
-            Operand {
-                data: data::<T>(g, "where", "output gradient")?,
-                strides: &st,
-            },
-        ];
-        let zero = T::zero();
-        Ok([
-            map_n(shape, ins, |[c, g]| if c != zero { g } else { zero })?,
-            map_n(shape, ins, |[c, g]| if c != zero { zero } else { g })?,
-        ])
-    }
-}
-
-impl Operator for Where {
-    fn dtype_generic(&self) -> bool {
-        true
-    }
-
-    fn arguments(&self) -> Vec<String> {
-        vec!["condition".into(), "x".into(), "y".into()]
-    }
-
-    fn infer_shape(
-        &self,
-        node: &str,
-        inputs: &mut [MaybeShape],
-        _aux: &mut [MaybeShape],
-    ) -> Result<Vec<Vec<usize>>> {
-        let shape = same_shape("where", node, &["x", "y"], &mut inputs[1..])?;
-        match &inputs[0] {
-            None => inputs[0] = Some(shape.clone()),
-            Some(c) if Self::cond_strides(c, &shape).is_none() => {
-                return Err(Self::cond_error(node, &shape, c))
-            }
-            Some(_) => {}
-        }
-        Ok(vec![shape])
-    }
-
-    /// MXNet's WhereOpType: x, y and the output share one dtype; the condition keeps its own
-    /// (float32 when nothing says otherwise).
-    fn infer_type(
-        &self,
-        inputs: &mut [Option<DType>],
-        _aux: &mut [Option<DType>],
-    ) -> Result<Vec<DType>> {
-        let t = inputs[1].or(inputs[2]).unwrap_or(DType::Float32);
-        inputs[1] = Some(t);
-        inputs[2] = Some(t);
-        inputs[0] = Some(inputs[0].unwrap_or(t));
-        Ok(vec![t])
-    }
-
-    fn forward(
-        &self,
-        ctx: &OpCtx,
-        inputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<NDArray>> {
-        let (c, x, y) = (&inputs[0], &inputs[1], &inputs[2]);
-        let shape = x.shape();
-        if y.shape() != shape {
-            return Err(Error::shape("where", "input \"y\"", shape, y.shape()));
-        }
-        let dtype = same_dtype("where", ctx.node, &inputs[1..], |i| {
-            format!("input \"{}\"", ["x", "y"][i])
-        })?;
-        let out = with_dtype!(dtype, T => NDArray::from_vec(shape, self.select::<T>(ctx.node, c, x, y)?)?);
-        Ok(vec![out])
-    }
-
-    fn backward(
-        &self,
-        ctx: &OpCtx,
-        out_grads: &[NDArray],
-        inputs: &[NDArray],
-        _outputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<Option<NDArray>>> {
-        let (c, g) = (&inputs[0], &out_grads[0]);
-        let shape = g.shape();
-        let [dx, dy] = with_dtype!(g.dtype(), T => {
-            let [dx, dy] = self.gradients::<T>(ctx.node, c, g)?;
-            [NDArray::from_vec(shape, dx)?, NDArray::from_vec(shape, dy)?]
-        });
-        // The condition is an index-like input: no gradient.
-        Ok(vec![None, Some(dx), Some(dy)])
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// zeros_like, ones_like, BlockGrad, MakeLoss: one-input ops whose backward ignores the chain.
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Passive {
-    ZerosLike,
-    OnesLike,
-    BlockGrad,
-}
-
-#[derive(Debug)]
-struct PassiveOp {
-    op: &'static str,
-    kind: Passive,
-}
-
-fn create_passive(p: &Params) -> Result<Arc<dyn Operator>> {
-    let kind = match p.op {
-        "zeros_like" => Passive::ZerosLike,
-        "ones_like" => Passive::OnesLike,
-        "BlockGrad" => Passive::BlockGrad,
-        other => return Err(Error::Msg(format!("internal: no operator {other}"))),
-    };
-    Ok(Arc::new(PassiveOp { op: p.op, kind }))
-}
-
-impl Operator for PassiveOp {
-    fn dtype_generic(&self) -> bool {
-        true
-    }
-    fn arguments(&self) -> Vec<String> {
-        vec!["data".into()]
-    }
-
-    fn infer_shape(
-        &self,
-        node: &str,
-        inputs: &mut [MaybeShape],
-        _aux: &mut [MaybeShape],
-    ) -> Result<Vec<Vec<usize>>> {
-        Ok(vec![same_shape(self.op, node, &["data"], inputs)?])
-    }
-
-    fn forward(
-        &self,
-        _ctx: &OpCtx,
-        inputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<NDArray>> {
-        let x = &inputs[0];
-        Ok(vec![match self.kind {
-            Passive::ZerosLike => NDArray::zeros(x.shape(), x.dtype()),
-            Passive::OnesLike => NDArray::ones(x.shape(), x.dtype()),
-            // Shares the input's storage: arrays are copy-on-write.
-            Passive::BlockGrad => x.clone(),
-        }])
-    }
-
-    fn backward(
-        &self,
-        _ctx: &OpCtx,
-        _out_grads: &[NDArray],
-        inputs: &[NDArray],
-        _outputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<Option<NDArray>>> {
-        let x = &inputs[0];
-        Ok(vec![Some(NDArray::zeros(x.shape(), x.dtype()))])
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Norm {
-    Null,
-    Batch,
-    Valid,
-}
-
-#[derive(Debug)]
-struct MakeLoss {
-    grad_scale: f32,
-    valid_thresh: f32,
-    norm: Norm,
-}
-
-impl MakeLoss {
-    fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let norm = match p.str("normalization")?.as_str() {
-            "batch" => Norm::Batch,
-            "valid" => Norm::Valid,
-            _ => Norm::Null,
-        };
-        Ok(Arc::new(MakeLoss {
-            grad_scale: p.float("grad_scale")? as f32,
-            valid_thresh: p.float("valid_thresh")? as f32,
-            norm,
-        }))
-    }
-}
-
-impl Operator for MakeLoss {
-    fn dtype_generic(&self) -> bool {
-        true
-    }
-    fn arguments(&self) -> Vec<String> {
-        vec!["data".into()]
-    }
-
-    fn infer_shape(
-        &self,
-        node: &str,
-        inputs: &mut [MaybeShape],
-        _aux: &mut [MaybeShape],
-    ) -> Result<Vec<Vec<usize>>> {
-        Ok(vec![same_shape("MakeLoss", node, &["data"], inputs)?])
-    }
-
-    fn forward(
-        &self,
-        _ctx: &OpCtx,
-        inputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<NDArray>> {
-        Ok(vec![inputs[0].clone()])
-    }
-
-    fn backward(
-        &self,
-        _ctx: &OpCtx,
-        _out_grads: &[NDArray],
-        inputs: &[NDArray],
-        _outputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<Option<NDArray>>> {
-        let x = &inputs[0];
-        let shape = x.shape();
-        let value = match self.norm {
-            Norm::Null => self.grad_scale,
-            // MXNet views the data as FlatTo2D (all leading axes × last axis) and divides by
-            // the rows: the batch size for 2-D data, prod(shape[:-1]) in general.
-            Norm::Batch => {
-                let rows: usize = shape[..shape.len().saturating_sub(1)].iter().product();
-                self.grad_scale / rows.max(1) as f32
-            }
-            // Elements of the input above valid_thresh, at least 1 ("avoid zero" in MXNet).
-            Norm::Valid => {
-                let t = self.valid_thresh;
-                let t = t as f64;
-                let count = x.to_f64_vec().iter().filter(|&&v| t < v).count();
-                self.grad_scale / count.max(1) as f32
-            }
-        };
-        Ok(vec![Some(NDArray::full(shape, value as f64, x.dtype()))])
-    }
-
-    fn is_loss(&self) -> bool {
-        true
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // The registry entries.
 
 /// The entries of this family.
@@ -1022,123 +488,171 @@ pub static OPS: &[OpDef] = &[
     binary_def!(
         "elemwise_add",
         ["_add", "_plus", "_Plus"],
+        Add,
+        false,
         "Adds two arrays of the same shape elementwise: lhs + rhs. Symbol arithmetic `a + b` \
          writes this op (as `_plus` / `_Plus` in some MXNet versions)."
     ),
     binary_def!(
         "elemwise_sub",
         ["_sub", "_minus", "_Minus"],
+        Sub,
+        false,
         "Subtracts two arrays of the same shape elementwise: lhs - rhs."
     ),
     binary_def!(
         "elemwise_mul",
         ["_mul", "_Mul"],
+        Mul,
+        false,
         "Multiplies two arrays of the same shape elementwise: lhs * rhs."
     ),
     binary_def!(
         "elemwise_div",
         ["_div", "_Div"],
+        Div,
+        false,
         "Divides two arrays of the same shape elementwise: lhs / rhs."
     ),
     binary_def!(
         "_maximum",
         ["_Maximum"],
+        Maximum,
+        false,
         "Elementwise maximum of two arrays of the same shape; the gradient of a tie goes to lhs."
     ),
     binary_def!(
         "_minimum",
         ["_Minimum"],
+        Minimum,
+        false,
         "Elementwise minimum of two arrays of the same shape; the gradient of a tie goes to lhs."
     ),
     binary_def!(
         "_power",
         ["_Power"],
+        Pow,
+        false,
         "Elementwise power of two arrays of the same shape: lhs ** rhs (symbol `a ** b`)."
     ),
     binary_def!(
         "broadcast_add",
         ["broadcast_plus"],
+        Add,
+        true,
         "Adds two arrays with numpy broadcasting (shapes aligned on the right, equal or 1 on \
          each axis). The gradient of an input is summed over the axes it was repeated along."
     ),
     binary_def!(
         "broadcast_sub",
         ["broadcast_minus"],
+        Sub,
+        true,
         "Subtracts two arrays with broadcasting: lhs - rhs."
     ),
     binary_def!(
         "broadcast_mul",
         [],
+        Mul,
+        true,
         "Multiplies two arrays with broadcasting: lhs * rhs."
     ),
     binary_def!(
         "broadcast_div",
         [],
+        Div,
+        true,
         "Divides two arrays with broadcasting: lhs / rhs."
     ),
     binary_def!(
         "broadcast_maximum",
         [],
+        Maximum,
+        true,
         "Elementwise maximum with broadcasting; the gradient of a tie goes to lhs."
     ),
     binary_def!(
         "broadcast_minimum",
         [],
+        Minimum,
+        true,
         "Elementwise minimum with broadcasting; the gradient of a tie goes to lhs."
     ),
     binary_def!(
         "broadcast_power",
         [],
+        Pow,
+        true,
         "Elementwise power with broadcasting: lhs ** rhs; d/d rhs = lhs ** rhs · ln(lhs)."
     ),
     scalar_def!(
         "_plus_scalar",
         "_PlusScalar",
+        Add,
+        false,
         "Adds a scalar: data + scalar (symbol `x + 2`)."
     ),
     scalar_def!(
         "_minus_scalar",
         "_MinusScalar",
+        Sub,
+        false,
         "Subtracts a scalar: data - scalar (symbol `x - 2`)."
     ),
     scalar_def!(
         "_rminus_scalar",
         "_RMinusScalar",
+        Sub,
+        true,
         "Subtracts from a scalar: scalar - data (symbol `2 - x`)."
     ),
     scalar_def!(
         "_mul_scalar",
         "_MulScalar",
+        Mul,
+        false,
         "Multiplies by a scalar: data * scalar (symbol `x * 2`; `-x` is scalar -1.0)."
     ),
     scalar_def!(
         "_div_scalar",
         "_DivScalar",
+        Div,
+        false,
         "Divides by a scalar: data / scalar (symbol `x / 2`)."
     ),
     scalar_def!(
         "_rdiv_scalar",
         "_RDivScalar",
+        Div,
+        true,
         "Divides a scalar: scalar / data (symbol `2 / x`)."
     ),
     scalar_def!(
         "_power_scalar",
         "_PowerScalar",
+        Pow,
+        false,
         "Raises to a scalar power: data ** scalar (symbol `x ** 2`)."
     ),
     scalar_def!(
         "_rpower_scalar",
         "_RPowerScalar",
+        Pow,
+        true,
         "Raises a scalar to the data: scalar ** data (symbol `2 ** x`)."
     ),
     scalar_def!(
         "_maximum_scalar",
         "_MaximumScalar",
+        Maximum,
+        false,
         "Elementwise maximum with a scalar; the gradient passes where data >= scalar."
     ),
     scalar_def!(
         "_minimum_scalar",
         "_MinimumScalar",
+        Minimum,
+        false,
         "Elementwise minimum with a scalar; the gradient passes where data <= scalar."
     ),
     OpDef {
@@ -1155,83 +669,5 @@ pub static OPS: &[OpDef] = &[
         )],
         create: AddN::create,
         variadic: Some("num_args"),
-    },
-    OpDef {
-        name: "clip",
-        aliases: &[],
-        py_name: None,
-        doc: "Clips values to [a_min, a_max]. The gradient passes only where \
-              a_min <= data <= a_max.",
-        params: &[
-            param("a_min", Float, None, "Lower bound."),
-            param("a_max", Float, None, "Upper bound."),
-        ],
-        create: Clip::create,
-        variadic: None,
-    },
-    OpDef {
-        name: "where",
-        aliases: &[],
-        py_name: None,
-        doc: "Takes x where condition is non-zero and y elsewhere. condition has the shape of x, \
-              or shape (N,) to select whole rows (N = x.shape[0]); x and y have one shape. \
-              condition receives no gradient.",
-        params: &[],
-        create: |_| Ok(Arc::new(Where)),
-        variadic: None,
-    },
-    OpDef {
-        name: "zeros_like",
-        aliases: &[],
-        py_name: None,
-        doc: "An array of zeros with the shape and type of the input; its gradient is zero.",
-        params: &[],
-        create: create_passive,
-        variadic: None,
-    },
-    OpDef {
-        name: "ones_like",
-        aliases: &[],
-        py_name: None,
-        doc: "An array of ones with the shape and type of the input; its gradient is zero.",
-        params: &[],
-        create: create_passive,
-        variadic: None,
-    },
-    OpDef {
-        name: "BlockGrad",
-        aliases: &["stop_gradient"],
-        py_name: None,
-        doc: "Passes the input through unchanged and stops the gradient: the input's gradient \
-              is zero.",
-        params: &[],
-        create: create_passive,
-        variadic: None,
-    },
-    OpDef {
-        name: "MakeLoss",
-        aliases: &[],
-        py_name: None,
-        doc: "Marks its input as a loss: the output equals the input and backward ignores the \
-              head gradient, giving grad_scale everywhere (\"null\"), grad_scale / batch \
-              (\"batch\"; the rows of the input seen as (prod(shape[:-1]), shape[-1])), or \
-              grad_scale / the number of input elements above valid_thresh (\"valid\").",
-        params: &[
-            param("grad_scale", Float, Some("1"), "Scale of the gradient."),
-            param(
-                "valid_thresh",
-                Float,
-                Some("0"),
-                "Elements above this count as valid for normalization=\"valid\".",
-            ),
-            param(
-                "normalization",
-                Enum(&["null", "batch", "valid"]),
-                Some("null"),
-                "How the gradient is normalised: not, by the batch size, or by the valid count.",
-            ),
-        ],
-        create: MakeLoss::create,
-        variadic: None,
     },
 ];

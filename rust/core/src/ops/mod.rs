@@ -13,14 +13,16 @@ pub mod loss;
 pub mod nn;
 pub mod norm;
 pub mod params;
+pub mod passive;
 pub mod pool;
 pub mod reduce;
+pub mod select;
 pub mod shape;
 pub mod softmax;
 pub mod testing;
 
 use crate::error::{Error, Result};
-use crate::tensor::{DType, NDArray};
+use crate::tensor::{DType, NDArray, Storable};
 pub use elemwise::UnaryFn;
 pub use params::{ParamDef, ParamKind, Params};
 use std::collections::BTreeMap;
@@ -299,6 +301,33 @@ pub(crate) fn same_dtype(
     }
 }
 
+/// The values of input `arg` of `op` as `T` (an error naming both when the dtype differs).
+pub(crate) fn data<'a, T: Storable>(x: &'a NDArray, op: &str, arg: &str) -> Result<&'a [T]> {
+    x.values(&format!("{op}: {arg}"))
+}
+
+/// Every input must have one shape: the first known one fills the unknown ones (MXNet's
+/// elementwise shape rule, which runs in both directions).
+pub(crate) fn same_shape(
+    op: &str,
+    node: &str,
+    names: &[&str],
+    inputs: &mut [MaybeShape],
+) -> Result<Vec<usize>> {
+    let Some(shape) = inputs.iter().flatten().next().cloned() else {
+        return Err(unknown_input(
+            op,
+            node,
+            names.first().copied().unwrap_or("data"),
+        ));
+    };
+    for (i, slot) in inputs.iter_mut().enumerate() {
+        let name = names.get(i).copied().unwrap_or("data");
+        check_or_fill(op, node, name, slot, &shape)?;
+    }
+    Ok(shape)
+}
+
 /// The `got` text of the error for a needed input whose shape is still unknown.
 pub const UNKNOWN_SHAPE: &str = "an unknown shape";
 
@@ -433,8 +462,10 @@ fn families() -> Vec<&'static [OpDef]> {
         loss::OPS,
         nn::OPS,
         norm::OPS,
+        passive::OPS,
         pool::OPS,
         reduce::OPS,
+        select::OPS,
         shape::OPS,
         softmax::OPS,
     ]

@@ -50,18 +50,9 @@ struct Plan {
     out: Vec<usize>,
 }
 
-fn create_reduce(p: &Params) -> Result<Arc<dyn Operator>> {
-    let (op, kind) = match p.op {
-        "sum" => ("sum", ReduceOp::Sum),
-        "mean" => ("mean", ReduceOp::Mean),
-        "max" => ("max", ReduceOp::Max),
-        "min" => ("min", ReduceOp::Min),
-        "prod" => ("prod", ReduceOp::Prod),
-        "nansum" => ("nansum", ReduceOp::NanSum),
-        other => return Err(Error::Msg(format!("internal: no reduction {other}"))),
-    };
+fn create_reduce(p: &Params, kind: ReduceOp) -> Result<Arc<dyn Operator>> {
     Ok(Arc::new(Reduce {
-        op,
+        op: p.op,
         kind,
         axis: p.opt_shape("axis")?,
         keepdims: p.bool("keepdims")?,
@@ -245,15 +236,16 @@ const REDUCE_PARAMS: &[ParamDef] = &[
     ),
 ];
 
+/// A reduction row: name, aliases, the reduction, doc.
 macro_rules! reduce_def {
-    ($name:literal, [$($alias:literal),*], $doc:literal) => {
+    ($name:literal, [$($alias:literal),*], $kind:ident, $doc:literal) => {
         OpDef {
             name: $name,
             aliases: &[$($alias),*],
             py_name: None,
             doc: $doc,
             params: REDUCE_PARAMS,
-            create: create_reduce,
+            create: |p| create_reduce(p, ReduceOp::$kind),
             variadic: None,
         }
     };
@@ -270,14 +262,10 @@ struct Arg {
     keepdims: bool,
 }
 
-fn create_arg(p: &Params) -> Result<Arc<dyn Operator>> {
-    let (op, max) = match p.op {
-        "argmax" => ("argmax", true),
-        "argmin" => ("argmin", false),
-        other => return Err(Error::Msg(format!("internal: no index reduction {other}"))),
-    };
+/// `max`: argmax (else argmin).
+fn create_arg(p: &Params, max: bool) -> Result<Arc<dyn Operator>> {
     Ok(Arc::new(Arg {
-        op,
+        op: p.op,
         max,
         axis: p.opt_int("axis")?,
         keepdims: p.bool("keepdims")?,
@@ -492,33 +480,39 @@ pub static OPS: &[OpDef] = &[
     reduce_def!(
         "sum",
         ["sum_axis"],
+        Sum,
         "Sums over the given axes. A reduction over every axis returns shape (1,), not a \
          scalar. The gradient is the output gradient repeated along the reduced axes."
     ),
     reduce_def!(
         "mean",
         [],
+        Mean,
         "Averages over the given axes (shape (1,) for a full reduction)."
     ),
     reduce_def!(
         "max",
         ["max_axis"],
+        Max,
         "Maximum over the given axes. The gradient flows to every position equal to the \
          maximum (ties each receive the whole gradient, as in MXNet)."
     ),
     reduce_def!(
         "min",
         ["min_axis"],
+        Min,
         "Minimum over the given axes. The gradient flows to every position equal to the minimum."
     ),
     reduce_def!(
         "prod",
         [],
+        Prod,
         "Product over the given axes; the gradient is output gradient · output / input."
     ),
     reduce_def!(
         "nansum",
         [],
+        NanSum,
         "Sum over the given axes treating NaN as zero; NaN positions get no gradient."
     ),
     OpDef {
@@ -529,7 +523,7 @@ pub static OPS: &[OpDef] = &[
               an axis the flattened array is searched and the result has shape (1,). No \
               gradient.",
         params: ARG_PARAMS,
-        create: create_arg,
+        create: |p| create_arg(p, true),
         variadic: None,
     },
     OpDef {
@@ -539,7 +533,7 @@ pub static OPS: &[OpDef] = &[
         doc: "Index of the smallest value along an axis (the first on ties), as float32. \
               No gradient.",
         params: ARG_PARAMS,
-        create: create_arg,
+        create: |p| create_arg(p, false),
         variadic: None,
     },
     OpDef {
