@@ -118,8 +118,8 @@ impl ConvGeom {
 
     fn validate(&self) -> Result<()> {
         let ok = self.groups >= 1
-            && self.channels % self.groups == 0
-            && self.filters % self.groups == 0
+            && self.channels.is_multiple_of(self.groups)
+            && self.filters.is_multiple_of(self.groups)
             && self.stride.iter().all(|&s| s >= 1)
             && self.dilate.iter().all(|&d| d >= 1);
         if ok {
@@ -663,7 +663,9 @@ pub fn add_channel_bias(
     spatial: usize,
     bias: &[f32],
 ) -> Result<()> {
-    if bias.len() != channels || (channels * spatial > 0 && y.len() % (channels * spatial) != 0) {
+    if bias.len() != channels
+        || (channels * spatial > 0 && !y.len().is_multiple_of(channels * spatial))
+    {
         return Err(Error::shape(
             "conv kernel",
             "bias",
@@ -691,7 +693,7 @@ pub fn channel_sums(dy: &[f32], channels: usize, spatial: usize) -> Result<Vec<f
     if channels * spatial == 0 {
         return Ok(db);
     }
-    if dy.len() % (channels * spatial) != 0 {
+    if !dy.len().is_multiple_of(channels * spatial) {
         return Err(Error::shape(
             "conv kernel",
             "bias gradient",

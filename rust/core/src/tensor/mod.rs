@@ -448,7 +448,7 @@ impl NDArray {
         }
         let known: usize = out.iter().product();
         if let Some(i) = infer {
-            if known == 0 || size % known != 0 {
+            if known == 0 || !size.is_multiple_of(known) {
                 return Err(Error::shape(
                     "reshape",
                     "shape",

@@ -265,7 +265,7 @@ impl SliceChannel {
         let op = "SliceChannel";
         let ax = norm_axis(op, node, "axis", self.axis, d.len())?;
         let k = self.num_outputs;
-        if d[ax] % k != 0 {
+        if !d[ax].is_multiple_of(k) {
             return Err(bad_param(
                 op,
                 node,

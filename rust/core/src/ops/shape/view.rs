@@ -325,7 +325,7 @@ pub(crate) fn legacy_target_shape(
         out[k] = 1;
         let rest: usize = out.iter().product();
         let size: usize = d.iter().product();
-        if rest == 0 || size % rest != 0 {
+        if rest == 0 || !size.is_multiple_of(rest) {
             return Err(bad_param(
                 "Reshape",
                 node,
