@@ -21,41 +21,15 @@ fn check_dtypes(op: &str, a: &NDArray, b: &NDArray) -> Result<()> {
 /// float16 in float32 rounded back once (MXNet's CPU `dot` has no float16 kernel).
 macro_rules! with_gemm_dtype {
     ($a:ident, $b:ident, $T:ident => $body:expr) => {
-        match $a.dtype() {
-            $crate::tensor::DType::Float16 => {
-                let (a32, b32) = (
-                    $a.astype($crate::tensor::DType::Float32),
-                    $b.astype($crate::tensor::DType::Float32),
-                );
-                let ($a, $b) = (&a32, &b32);
-                type $T = f32;
-                $crate::tensor::linalg::to_f16($body)
-            }
-            $crate::tensor::DType::Float32 => {
-                type $T = f32;
-                $body
-            }
-            $crate::tensor::DType::Float64 => {
-                type $T = f64;
-                $body
-            }
-            $crate::tensor::DType::UInt8 => {
-                type $T = u8;
-                $body
-            }
-            $crate::tensor::DType::Int8 => {
-                type $T = i8;
-                $body
-            }
-            $crate::tensor::DType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::tensor::DType::Int64 => {
-                type $T = i64;
-                $body
-            }
-        }
+        $crate::with_dtype!($a.dtype(), $T => $body, float16 => {
+            let (a32, b32) = (
+                $a.astype($crate::tensor::DType::Float32),
+                $b.astype($crate::tensor::DType::Float32),
+            );
+            let ($a, $b) = (&a32, &b32);
+            type $T = f32;
+            $crate::tensor::linalg::to_f16($body)
+        })
     };
 }
 

@@ -85,21 +85,26 @@ storable!(i8, I8);
 storable!(i32, I32);
 storable!(i64, I64);
 
-/// Runs `$body` with the type alias `$T` set to the Rust element type of `$dtype`.
+/// Runs `$body` with the type alias `$T` set to the Rust element type of `$dtype`. The form
+/// with `float16 => $f16` runs `$f16` instead for float16 (for kernels without a float16
+/// path, which compute in float32 and round back).
 #[macro_export]
 macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr) => {
+        $crate::with_dtype!($dtype, $T => $body, float16 => {
+            type $T = half::f16;
+            $body
+        })
+    };
+    ($dtype:expr, $T:ident => $body:expr, float16 => $f16:expr) => {
         match $dtype {
+            $crate::tensor::DType::Float16 => $f16,
             $crate::tensor::DType::Float32 => {
                 type $T = f32;
                 $body
             }
             $crate::tensor::DType::Float64 => {
                 type $T = f64;
-                $body
-            }
-            $crate::tensor::DType::Float16 => {
-                type $T = half::f16;
                 $body
             }
             $crate::tensor::DType::UInt8 => {
