@@ -64,14 +64,6 @@ pub fn place_range<T: Element>(
     out
 }
 
-/// (outer, n, inner) of `shape` around axis `ax`.
-pub fn around(shape: &[usize], ax: usize) -> (usize, usize, usize) {
-    let outer = shape[..ax].iter().product();
-    let n = shape.get(ax).copied().unwrap_or(1);
-    let inner = shape.get(ax + 1..).map_or(1, |s| s.iter().product());
-    (outer, n, inner)
-}
-
 /// One axis of a strided region: first index, element count and step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AxisRange {
@@ -176,8 +168,6 @@ mod tests {
             vec![1, 2, 5, 3, 4, 6]
         );
         assert_eq!(place_range(&[7, 8], 2, 3, 1, 2, 1), vec![0, 0, 7, 0, 0, 8]);
-        assert_eq!(around(&[2, 3, 4], 1), (2, 3, 4));
-        assert_eq!(around(&[5], 0), (1, 5, 1));
     }
 
     #[test]

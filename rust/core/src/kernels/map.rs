@@ -58,6 +58,15 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize]) -> Vec<usize> {
         .collect()
 }
 
+/// An (outer, n, inner) view of a shape around `axis`: `n` elements `inner` apart along the
+/// axis, for each of `outer * inner` positions (`n` is 1 past the last axis).
+pub fn axis_dims(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    let outer = shape[..axis.min(shape.len())].iter().product();
+    let n = shape.get(axis).copied().unwrap_or(1);
+    let inner = shape.get(axis + 1..).map_or(1, |s| s.iter().product());
+    (outer, n, inner)
+}
+
 /// One operand of [`map_n`]: its values and its strides in the output's index space (one per
 /// output axis; 0 where the operand is repeated).
 #[derive(Clone, Copy, Debug)]
@@ -220,6 +229,13 @@ where
 mod tests {
     use super::*;
     use crate::kernels::reduce::sum_to;
+
+    #[test]
+    fn axis_dims_views_a_shape_around_an_axis() {
+        assert_eq!(axis_dims(&[2, 3, 4], 1), (2, 3, 4));
+        assert_eq!(axis_dims(&[5], 0), (1, 5, 1));
+        assert_eq!(axis_dims(&[2, 3], 2), (6, 1, 1));
+    }
 
     #[test]
     fn strides_follow_numpy_broadcasting() {

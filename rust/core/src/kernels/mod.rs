@@ -9,5 +9,6 @@ pub mod par;
 pub mod pool;
 pub mod reduce;
 pub mod scratch;
+pub mod softmax;
 pub mod tuning;
 pub mod unary;

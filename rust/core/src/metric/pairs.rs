@@ -1,7 +1,7 @@
 //! The per-(label, prediction) computations of each metric kind, reading any dtype as f64.
 
 use super::*;
-use crate::kernels::map::broadcast_strides;
+use crate::kernels::map::{axis_dims, broadcast_strides};
 
 /// An array's values read as f64: float32 and float64 storage is read in place (no copy);
 /// other dtypes are converted once.
@@ -89,12 +89,6 @@ pub(super) fn count(n: usize, f: impl Fn(usize) -> bool + Sync) -> usize {
 }
 
 /// `(outer, n, inner)`: the sizes before, at and after `axis`.
-pub(super) fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
-    let outer = shape[..axis].iter().product();
-    let inner = shape[axis + 1..].iter().product();
-    (outer, shape[axis], inner)
-}
-
 /// Argmax along `axis` (first maximum wins; a NaN wins as numpy's argmax), in output order.
 pub(super) fn argmax_axis(
     what: &str,
@@ -102,7 +96,7 @@ pub(super) fn argmax_axis(
     shape: &[usize],
     axis: usize,
 ) -> Result<Vec<i64>> {
-    let (outer, n, inner) = split(shape, axis);
+    let (outer, n, inner) = axis_dims(shape, axis);
     if n == 0 {
         return Err(Error::invalid(
             format!("{what}: prediction"),
@@ -266,7 +260,7 @@ pub(super) fn perplexity_pair(
         return Err(Error::shape(what, "prediction", l.shape(), p.shape()));
     }
     let ax = norm_axis(&format!("{what}: axis"), axis, p.ndim())?;
-    let (outer, c, inner) = split(p.shape(), ax);
+    let (outer, c, inner) = axis_dims(p.shape(), ax);
     let m = outer * inner;
     if l.size() != m || c == 0 {
         return Err(Error::invalid(

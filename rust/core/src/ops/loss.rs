@@ -3,10 +3,10 @@
 //! the loss from the label and ignores head gradients, as MXNet's does.
 
 use super::params::{param, ParamKind::*};
-use super::softmax::softmax_forward;
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::par;
+use crate::kernels::softmax::softmax_forward;
 use crate::tensor::NDArray;
 use std::sync::Arc;
 

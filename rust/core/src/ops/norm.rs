@@ -3,9 +3,9 @@
 //! share.
 
 use super::params::{param, ParamKind::*};
-use super::softmax::axis_dims;
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
+use crate::kernels::map::axis_dims;
 use crate::kernels::par;
 use crate::tensor::{arith::broadcast_to, norm_axis, random, DType, NDArray};
 use rand::Rng;

@@ -3,6 +3,7 @@
 use super::{arg_names, bad_param, norm_axis, tup, Text};
 use crate::error::{Error, Result};
 use crate::kernels::copy::*;
+use crate::kernels::map::axis_dims;
 use crate::ops::params::Params;
 use crate::ops::{check_or_fill, known, same_dtype, unknown_input, MaybeShape, OpCtx, Operator};
 use crate::tensor::NDArray;
@@ -98,7 +99,7 @@ impl Operator for Concat {
     ) -> Result<Vec<NDArray>> {
         let shapes: Vec<&[usize]> = inputs.iter().map(NDArray::shape).collect();
         let (ax, out_shape) = self.plan(ctx.node, &shapes)?;
-        let (outer, _, inner) = around(&out_shape, ax);
+        let (outer, _, inner) = axis_dims(&out_shape, ax);
         let widths: Vec<usize> = shapes.iter().map(|s| s[ax] * inner).collect();
         let t = same_dtype("Concat", ctx.node, inputs, |i| format!("input arg{i}"))?;
         let out = with_dtype!(t, T => {
@@ -121,7 +122,7 @@ impl Operator for Concat {
     ) -> Result<Vec<Option<NDArray>>> {
         let shapes: Vec<&[usize]> = inputs.iter().map(NDArray::shape).collect();
         let (ax, out_shape) = self.plan(ctx.node, &shapes)?;
-        let (outer, n, inner) = around(&out_shape, ax);
+        let (outer, n, inner) = axis_dims(&out_shape, ax);
         let g = &out_grads[0];
         with_dtype!(g.dtype(), T => {
             let gs = g.values::<T>("Concat: output gradient")?;
@@ -206,7 +207,7 @@ impl Operator for Stack {
             }
         }
         let (ax, out_shape) = self.plan(ctx.node, s)?;
-        let (outer, _, _) = around(&out_shape, ax);
+        let (outer, _, _) = axis_dims(&out_shape, ax);
         let width: usize = s[ax..].iter().product();
         let t = same_dtype("stack", ctx.node, inputs, |i| format!("input arg{i}"))?;
         let out = with_dtype!(t, T => {
@@ -229,7 +230,7 @@ impl Operator for Stack {
     ) -> Result<Vec<Option<NDArray>>> {
         let s = inputs.first().map_or(&[][..], NDArray::shape);
         let (ax, out_shape) = self.plan(ctx.node, s)?;
-        let (outer, n, inner) = around(&out_shape, ax);
+        let (outer, n, inner) = axis_dims(&out_shape, ax);
         let g = &out_grads[0];
         with_dtype!(g.dtype(), T => {
             let gs = g.values::<T>("stack: output gradient")?;
@@ -334,7 +335,7 @@ impl Operator for SliceChannel {
     ) -> Result<Vec<NDArray>> {
         let x = &inputs[0];
         let (ax, part, s) = self.plan(ctx.node, x.shape())?;
-        let (outer, n, inner) = around(x.shape(), ax);
+        let (outer, n, inner) = axis_dims(x.shape(), ax);
         with_dtype!(x.dtype(), T => {
             let xs = x.values::<T>("SliceChannel: data")?;
             (0..self.num_outputs)
@@ -353,7 +354,7 @@ impl Operator for SliceChannel {
     ) -> Result<Vec<Option<NDArray>>> {
         let x = &inputs[0];
         let (ax, part, _) = self.plan(ctx.node, x.shape())?;
-        let (outer, _, inner) = around(x.shape(), ax);
+        let (outer, _, inner) = axis_dims(x.shape(), ax);
         let t = same_dtype("SliceChannel", ctx.node, out_grads, |i| {
             format!("gradient of output{i}")
         })?;

@@ -3,6 +3,7 @@
 use super::{bad_param, norm_axis};
 use crate::error::Result;
 use crate::kernels::copy::*;
+use crate::kernels::map::axis_dims;
 use crate::ops::params::Params;
 use crate::ops::{known, MaybeShape, OpCtx, Operator};
 use crate::tensor::NDArray;
@@ -90,7 +91,7 @@ impl Operator for SliceAxis {
     ) -> Result<Vec<NDArray>> {
         let x = &inputs[0];
         let (ax, b, e) = self.plan(ctx.node, x.shape())?;
-        let (outer, n, inner) = around(x.shape(), ax);
+        let (outer, n, inner) = axis_dims(x.shape(), ax);
         let mut s = x.shape().to_vec();
         s[ax] = e - b;
         let out = with_dtype!(x.dtype(), T => {
@@ -110,7 +111,7 @@ impl Operator for SliceAxis {
     ) -> Result<Vec<Option<NDArray>>> {
         let x = &inputs[0];
         let (ax, b, e) = self.plan(ctx.node, x.shape())?;
-        let (outer, n, inner) = around(x.shape(), ax);
+        let (outer, n, inner) = axis_dims(x.shape(), ax);
         let g = &out_grads[0];
         let dx = with_dtype!(g.dtype(), T => {
             let gs = g.values::<T>("slice_axis: output gradient")?;
