@@ -12,7 +12,7 @@
 use mxfn_core::initializer::Initializer;
 use mxfn_core::io::{MnistIter, MnistOptions};
 use mxfn_core::metric::EvalMetric;
-use mxfn_core::module::{EpochRecord, FitOptions, Module, ModuleOptions};
+use mxfn_core::module::{BatchEndParam, EpochRecord, FitOptions, Module, ModuleOptions};
 use mxfn_core::optimizer::{create, Hyper, OptimizerOptions};
 use mxfn_core::symbol::Symbol;
 use mxfn_core::Result;
@@ -107,19 +107,25 @@ fn main() -> Result<()> {
             eval_metric: EvalMetric::accuracy(1),
             optimizer: Some(sgd),
             initializer: Some(Initializer::xavier_default()),
-            epoch_end_callback: Some(Box::new(move |r: &EpochRecord, _: &Module| {
+            eval_end_callback: Some(Box::new(move |p: &BatchEndParam<'_>| {
                 println!(
-                    "Epoch[{}] {} {} Time cost={:.3}s",
-                    r.epoch,
-                    show("Train", &r.train),
-                    show("Validation", &r.validation),
-                    r.seconds
+                    "Epoch[{}] {}",
+                    p.epoch,
+                    show("Validation", &p.eval_metric.get())
                 );
-                Ok(())
             })),
             ..Default::default()
         },
     )?;
+    for r in &records {
+        println!(
+            "Epoch[{}] {} {} Time cost={:.3}s",
+            r.epoch,
+            show("Train", &r.train),
+            show("Validation", &r.validation),
+            r.seconds
+        );
+    }
     let last = records.last().and_then(|r| r.validation.first());
     println!(
         "trained {} epochs in {:.2}s; final validation accuracy {}",

@@ -4,9 +4,7 @@
 use mxfn_core::initializer::Initializer;
 use mxfn_core::io::{DataIter, NDArrayIter, NDArrayIterOptions};
 use mxfn_core::metric::EvalMetric;
-use mxfn_core::module::{
-    BatchEndParam, EpochRecord, FitOptions, InitOptions, Module, ModuleOptions,
-};
+use mxfn_core::module::{BatchEndParam, FitOptions, InitOptions, Module, ModuleOptions};
 use mxfn_core::optimizer::{create, Hyper, OptimizerOptions};
 use mxfn_core::symbol::Symbol;
 use mxfn_core::{Context, Error, NDArray};
@@ -135,9 +133,9 @@ fn fit_learns_and_records_every_epoch() {
                 batch_end_callback: Some(Box::new(move |p: &BatchEndParam<'_>| {
                     seen.lock().unwrap().push((p.epoch, p.nbatch));
                 })),
-                epoch_end_callback: Some(Box::new(move |r: &EpochRecord, m: &Module| {
+                epoch_end_callback: Some(Box::new(move |epoch: usize, m: &Module| {
                     assert!(m.params_initialized());
-                    e2.lock().unwrap().push(r.epoch);
+                    e2.lock().unwrap().push(epoch);
                     Ok(())
                 })),
                 ..fit_opts(8)
@@ -184,6 +182,65 @@ fn fit_learns_and_records_every_epoch() {
         .filter(|(a, b)| **a as f64 == **b)
         .count();
     assert!((right as f64 / 90.0 - s[0].1).abs() < 1e-12);
+}
+
+/// MXNet's order within an epoch: training batches, the epoch-end callback (parameters
+/// final for the epoch), then the validation batches and the eval-end callback.
+#[test]
+fn callbacks_run_in_mxnets_order() {
+    let (x, y) = problem(60, 1);
+    let (vx, vy) = problem(40, 2);
+    let mut train = iter(&x, &y, 30, false);
+    let mut val = iter(&vx, &vy, 20, false);
+    let mut m = module(vec![Context::cpu(0)]);
+    let log = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (l1, l2, l3, l4) = (log.clone(), log.clone(), log.clone(), log.clone());
+    m.fit(
+        &mut train,
+        Some(&mut val),
+        FitOptions {
+            batch_end_callback: Some(Box::new(move |p: &BatchEndParam<'_>| {
+                l1.lock()
+                    .unwrap()
+                    .push(format!("train{}.{}", p.epoch, p.nbatch));
+            })),
+            epoch_end_callback: Some(Box::new(move |epoch: usize, _: &Module| {
+                l2.lock().unwrap().push(format!("epoch_end{epoch}"));
+                Ok(())
+            })),
+            eval_batch_end_callback: Some(Box::new(move |p: &BatchEndParam<'_>| {
+                l3.lock()
+                    .unwrap()
+                    .push(format!("eval{}.{}", p.epoch, p.nbatch));
+            })),
+            eval_end_callback: Some(Box::new(move |p: &BatchEndParam<'_>| {
+                assert_eq!(p.eval_metric.get()[0].0, "accuracy");
+                l4.lock()
+                    .unwrap()
+                    .push(format!("eval_end{}.{}", p.epoch, p.nbatch));
+            })),
+            ..fit_opts(2)
+        },
+    )
+    .unwrap();
+    let want: Vec<String> = [
+        "train0.0",
+        "train0.1",
+        "epoch_end0",
+        "eval0.0",
+        "eval0.1",
+        "eval_end0.2",
+        "train1.0",
+        "train1.1",
+        "epoch_end1",
+        "eval1.0",
+        "eval1.1",
+        "eval_end1.2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(*log.lock().unwrap(), want);
 }
 
 #[test]

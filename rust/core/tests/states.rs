@@ -4,9 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may panic
 
 use mxfn_core::io::{DataBatch, DataDesc};
-use mxfn_core::module::states::{decode, encode, load};
 use mxfn_core::module::{states_path, BindOptions, Module, ModuleOptions, OptimizerInit};
 use mxfn_core::optimizer::{create, Hyper, OptimizerOptions, State};
+use mxfn_core::tensor::states_file::{decode, encode, load};
 use mxfn_core::{DType, Error};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

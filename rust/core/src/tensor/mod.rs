@@ -11,6 +11,7 @@ pub mod params_file;
 
 pub mod random;
 pub mod reduce;
+pub mod states_file;
 
 use crate::context::Context;
 use crate::error::{Error, Result};
