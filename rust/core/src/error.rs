@@ -54,6 +54,12 @@ pub enum Error {
         /// What must be called before it.
         first: String,
     },
+    /// A long call (fit, score, predict over an iterator) stopped between batches because its
+    /// interrupt flag was raised (the Python binding raises it on Ctrl-C).
+    Interrupted {
+        /// The call that stopped.
+        call: String,
+    },
     /// Any other failure, with a message; `context` entries added while unwinding are prefixed.
     Msg(String),
     /// An error with context added by [`ResultExt::context`].
@@ -173,6 +179,7 @@ impl fmt::Display for Error {
             Error::Io { path, source } => write!(f, "{path}: {source}"),
             Error::NotFound { kind, name } => write!(f, "unknown {kind} \"{name}\""),
             Error::Lifecycle { call, first } => write!(f, "{call}: call {first} first"),
+            Error::Interrupted { call } => write!(f, "{call}: interrupted"),
             Error::Msg(m) => f.write_str(m),
             Error::Context { context, source } => write!(f, "{context}: {source}"),
         }

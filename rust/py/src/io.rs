@@ -52,8 +52,7 @@ impl IterHandle {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Box<dyn DataIter>> {
-        // A panic inside a call is reported as MXFNError; the iterator state stays usable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::error::lock(&self.inner)
     }
 }
 

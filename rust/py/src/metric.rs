@@ -16,9 +16,7 @@ pub struct MetricHandle {
 
 impl MetricHandle {
     pub(crate) fn lock(&self) -> MutexGuard<'_, EvalMetric> {
-        // A poisoned lock means a panic mid-update; updates are all-or-nothing, so the
-        // metric is still consistent.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::error::lock(&self.inner)
     }
 }
 

@@ -2,7 +2,7 @@
 //! `mxfn.module` builds on. Batches cross as lists of NDArray handles; shapes as
 //! `(name, shape, dtype, layout)` tuples.
 
-use crate::error::{core, to_py};
+use crate::error::{core, core_interruptible, lock, to_py};
 use crate::io::IterHandle;
 use crate::metric::MetricHandle;
 use crate::nd::Handle;
@@ -17,7 +17,8 @@ use mxfn_core::module::{
 use mxfn_core::{Context, DType, NDArray};
 use pyo3::prelude::*;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A core Module. `mxfn.module` wraps it; calls release the GIL.
 #[pyclass(frozen, module = "mxfn._native", name = "ModuleHandle")]
@@ -26,9 +27,9 @@ pub struct ModuleHandle {
 }
 
 impl ModuleHandle {
+    /// The module (see [`lock`] for why this never deadlocks with the GIL).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Module> {
-        // `core` catches panics; the module stays consistent enough to report errors.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.inner)
     }
 }
 
@@ -398,6 +399,7 @@ fn mod_forward_backward(
 
 /// Prediction over a core iterator (reset first), the loop in the core: each batch's
 /// outputs merged over devices without the padding (`merge`: the batches concatenated).
+/// Ctrl-C stops it between batches with KeyboardInterrupt.
 #[pyfunction]
 #[pyo3(signature = (h, it, num_batch, merge))]
 fn mod_predict(
@@ -407,17 +409,19 @@ fn mod_predict(
     num_batch: Option<usize>,
     merge: bool,
 ) -> PyResult<Vec<Vec<Handle>>> {
-    core(py, "module.predict", || {
+    let interrupt = Arc::new(AtomicBool::new(false));
+    core_interruptible(py, "module.predict", interrupt.clone(), || {
         let mut m = h.lock();
         let mut it = it.lock();
-        Ok(if merge {
-            vec![handles(m.predict(&mut **it, num_batch)?)]
+        m.set_interrupt(Some(interrupt));
+        let out = if merge {
+            m.predict(&mut **it, num_batch).map(|o| vec![handles(o)])
         } else {
-            m.predict_every_batch(&mut **it, num_batch)?
-                .into_iter()
-                .map(handles)
-                .collect()
-        })
+            m.predict_every_batch(&mut **it, num_batch)
+                .map(|b| b.into_iter().map(handles).collect())
+        };
+        m.set_interrupt(None);
+        out
     })
 }
 
@@ -549,7 +553,9 @@ fn mod_load_states(py: Python<'_>, h: &ModuleHandle, path: std::path::PathBuf) -
     })
 }
 
-/// Installs `f(name, array_handle)` as the monitor of every executor (None removes it).
+/// Installs `f(name, array_handle)` as the monitor of every executor (None removes it). The
+/// callback takes the GIL while the pass holds the module's lock; that cannot deadlock because
+/// no binding waits for a module lock while holding the GIL ([`lock`]).
 #[pyfunction]
 #[pyo3(signature = (h, f))]
 fn mod_set_monitor(h: &ModuleHandle, f: Option<PyObject>) {

@@ -30,8 +30,7 @@ pub struct SchedHandle {
 }
 
 fn lock(h: &OptHandle) -> MutexGuard<'_, Optimizer> {
-    // `core` catches panics; the optimizer's fields stay consistent, so recover the lock.
-    h.inner.lock().unwrap_or_else(|p| p.into_inner())
+    crate::error::lock(&h.inner)
 }
 
 /// A Python callable used as a scheduler: `obj(num_update) -> lr`, with an optional
@@ -390,7 +389,7 @@ fn sched_set_base_lr(py: Python<'_>, h: &SchedHandle, lr: f64) -> PyResult<()> {
 #[pyfunction]
 fn sched_describe<'py>(py: Python<'py>, h: &SchedHandle) -> PyResult<(String, Bound<'py, PyDict>)> {
     let d = PyDict::new(py);
-    let s = h.inner.lock();
+    let s = crate::error::lock(h.inner.mutex());
     let Some(s) = s.as_lr_scheduler() else {
         return Ok(("LRScheduler".into(), d));
     };

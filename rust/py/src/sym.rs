@@ -238,9 +238,7 @@ pub struct ExeHandle {
 }
 
 fn lock(e: &ExeHandle) -> std::sync::MutexGuard<'_, Executor> {
-    // A panic inside a core call is caught by `core`; the executor is still consistent
-    // enough to report errors, so a poisoned lock is recovered.
-    e.inner.lock().unwrap_or_else(|p| p.into_inner())
+    crate::error::lock(&e.inner)
 }
 
 fn parse_req(r: &str) -> PyResult<GradReq> {

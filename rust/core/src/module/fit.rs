@@ -243,6 +243,7 @@ impl Module {
             eval_metric.reset();
             let mut nbatch = 0usize;
             while let Some(batch) = train.next_batch()? {
+                self.check_interrupt("fit")?;
                 self.forward_backward(&batch)?;
                 self.update()?;
                 self.update_metric(&mut eval_metric, &batch.label)?;
@@ -332,6 +333,7 @@ impl Module {
                 let Some(batch) = eval.next_batch()? else {
                     break;
                 };
+                self.check_interrupt("score")?;
                 self.forward(&batch, Some(false))?;
                 if batch.pad > 0 {
                     let outs = unpad(self.outputs_merged()?, batch.pad)?;
@@ -376,6 +378,7 @@ impl Module {
                 let Some(first) = eval.next_batch()? else {
                     break;
                 };
+                self.check_interrupt("predict")?;
                 let second = if pairs && wanted(out.len() + 1) {
                     eval.next_batch()?
                 } else {

@@ -32,6 +32,7 @@ use crate::tensor::params_file::{self, NdList};
 use crate::{Context, NDArray};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub mod bucketing;
@@ -95,6 +96,8 @@ pub struct Module {
     forwarded: bool,
     warnings: Vec<String>,
     monitor: Option<MonitorFactory>,
+    /// Raised by another thread to stop fit / score / predict between batches.
+    interrupt: Option<Arc<AtomicBool>>,
 }
 
 /// Makes one monitor callback per executor (installed again after every bind / reshape).
@@ -198,6 +201,7 @@ impl Module {
             optimizer: None,
             states: Arc::new(Mutex::new(BTreeMap::new())),
             pending_states: None,
+            interrupt: None,
             last_labels: vec![],
             forwarded: false,
             warnings,
@@ -686,6 +690,22 @@ impl Module {
             metric.update(&ls, exe.outputs())?;
         }
         Ok(())
+    }
+
+    /// Sets the flag that stops a running `fit`, `score` or `predict` between batches with
+    /// [`Error::Interrupted`] once another thread raises it (`None`: not interruptible).
+    pub fn set_interrupt(&mut self, flag: Option<Arc<AtomicBool>>) {
+        self.interrupt = flag;
+    }
+
+    /// `Err(Interrupted)` once the interrupt flag is raised.
+    pub(super) fn check_interrupt(&self, call: &str) -> Result<()> {
+        match &self.interrupt {
+            Some(flag) if flag.load(Ordering::Relaxed) => Err(Error::Interrupted {
+                call: format!("module.{call}"),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Installs a monitor on every executor (now and after each bind / reshape); `None`

@@ -450,6 +450,12 @@ impl SharedScheduler {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The lock itself, for callers with their own locking discipline (the Python binding
+    /// never waits for a lock while holding the GIL).
+    pub fn mutex(&self) -> &Mutex<Box<dyn Scheduler>> {
+        &self.0
+    }
+
     /// The learning rate for `num_update`, advancing the shared state.
     pub fn call(&self, num_update: u64) -> Result<f64> {
         self.lock().call(num_update)
