@@ -4,14 +4,12 @@ import importlib
 import inspect
 
 import numpy as np
-import pytest
 import toolz
 
 import mxfn as mx
-from mxfn import _fit
 from mxfn import curried as c
 
-# SPEC §2's table: every name mx.curried must have once mxfn.module is complete.
+# SPEC §2's table: every name mx.curried has.
 SPEC_NAMES = {
     "module", "bucketing_module", "data_names", "label_names", "output_names", "data_shapes",
     "label_shapes", "output_shapes", "symbol", "contexts", "bind", "init_params", "init_optimizer",
@@ -24,25 +22,18 @@ SPEC_NAMES = {
 
 
 def _module():
-    try:
-        return importlib.import_module("mxfn.module")
-    except ImportError:
-        return None
+    return importlib.import_module("mxfn.module")
 
 
 def test_expected_names_are_the_spec_table():
     assert set(c.EXPECTED) == SPEC_NAMES and len(c.EXPECTED) == len(SPEC_NAMES)
 
 
-def test_has_every_name_the_module_namespace_has_and_no_extras():
+def test_has_every_name_of_the_spec_table_and_no_extras():
     m = _module()
-    available = {n for n in SPEC_NAMES if (m is not None and hasattr(m, n)) or hasattr(_fit, n)}
-    public = {n for n in dir(c) if n in SPEC_NAMES}
-    assert public == available
-    assert set(c.__all__) == available
-    # mxfn.module has landed (bucketing_module included): curried covers the whole SPEC table
-    assert m is not None
-    assert sorted(SPEC_NAMES - available) == []
+    assert sorted(n for n in SPEC_NAMES if not hasattr(m, n)) == []
+    assert {n for n in dir(c) if n in SPEC_NAMES} == SPEC_NAMES
+    assert set(c.__all__) == SPEC_NAMES
 
 
 def test_module_last_moves_the_module_to_the_end():
@@ -58,21 +49,31 @@ def test_module_last_moves_the_module_to_the_end():
     assert g.__name__ == "f" and "module" in g.__doc__
 
 
-def test_curried_fit_calls_fit_with_module_first(monkeypatch):
-    # c.fit wraps the fit it was built from; check the argument order on a recording stand-in
+def test_every_curried_function_calls_the_module_function_with_the_module_first(monkeypatch):
+    # Record what each wrapped mxfn.module function receives: c.<name>(*args, **kw)(mod)
+    # must call mxfn.module.<name>(mod, *args, **kw) and return its result.
+    m = _module()
     seen = []
-    g = c.module_last(lambda mod, *a, **kw: seen.append((mod, a, kw)) or mod)
-    assert g("train", num_epoch=2)("mod") == "mod"
-    assert seen == [("mod", ("train",), {"num_epoch": 2})]
-    assert c.fit.__name__ == "fit" and "train_data" in inspect.getdoc(_fit.fit)
+    for name in c.MODULE_FIRST:
+        def recording(mod, *args, _name=name, **kw):
+            seen.append((_name, mod, args, kw))
+            return ("result", _name)
+        monkeypatch.setattr(m, name, recording)
+    rebuilt = importlib.reload(c)
+    try:
+        for name in c.MODULE_FIRST:
+            assert getattr(rebuilt, name)("a", k=1)("MOD") == ("result", name)
+        assert seen == [(name, "MOD", ("a",), {"k": 1}) for name in c.MODULE_FIRST]
+    finally:
+        monkeypatch.undo()
+        importlib.reload(c)
 
 
 def test_functions_without_module_are_unchanged():
     m = _module()
+    assert c.NO_MODULE == ("module", "bucketing_module", "load_checkpoint", "fit_params")
     for name in c.NO_MODULE:
-        if hasattr(c, name):
-            src = getattr(m, name, None) if m is not None else None
-            assert getattr(c, name) is (src if src is not None else getattr(_fit, name))
+        assert getattr(c, name) is getattr(m, name)
 
 
 def test_curried_history_and_fit_params():
@@ -82,8 +83,6 @@ def test_curried_history_and_fit_params():
 
 def test_pipe_end_to_end_with_real_module():
     m = _module()
-    if m is None or not all(hasattr(m, n) for n in ("module", "bind", "init_params", "forward_backward")):
-        pytest.skip("mxfn.module does not have the intermediate functions yet")
     rng = np.random.RandomState(0)
     x = rng.normal(size=(40, 5)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.float32)

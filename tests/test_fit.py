@@ -1,8 +1,7 @@
 """fit / score / predict / fit_params / history (mxfn._fit, re-exported by mx.module).
 
 Every test runs twice: over a small stand-in module built on mx.executor (so the loops,
-logging and callbacks are checked on their own), and over the real ``mxfn.module`` — the
-latter is skipped only while ``mxfn.module`` lacks the intermediate functions.
+logging and callbacks are checked on their own), and over the real ``mxfn.module``.
 """
 
 import importlib
@@ -151,12 +150,7 @@ class FakeNS:
 
 
 def _real_module():
-    try:
-        m = importlib.import_module("mxfn.module")
-    except ImportError:
-        return None
-    return m if all(hasattr(m, f) for f in ("bind", "init_params", "init_optimizer", "forward_backward",
-                                            "update", "update_metric", "forward", "outputs_merged")) else None
+    return importlib.import_module("mxfn.module")
 
 
 @pytest.fixture(params=["fake", "real"])
@@ -166,10 +160,7 @@ def ns(request, monkeypatch):
         monkeypatch.setattr(_fit, "_m", lambda: FakeNS)
         monkeypatch.setitem(sys.modules, "mxfn.module", FakeNS)
         return FakeNS
-    m = _real_module()
-    if m is None:
-        pytest.skip("mxfn.module does not have the intermediate functions yet")
-    return m
+    return _real_module()
 
 
 def _net():
@@ -457,12 +448,10 @@ def test_plot_history_with_matplotlib(tmp_path):
     assert os.path.getsize(f) > 0
 
 
-# -- once mxfn.module has landed ------------------------------------------------------------
+# -- the real mxfn.module only ---------------------------------------------------------------
 
 def test_real_module_checkpoint_callback(tmp_path):
     m = _real_module()
-    if m is None or not hasattr(m, "save_checkpoint"):
-        pytest.skip("mxfn.module does not have save_checkpoint yet")
     mod = m.module(_net())
     prefix = str(tmp_path / "mod")
     _fit.fit(mod, _iter(), num_epoch=2, epoch_end_callback=cb.module_checkpoint(mod, prefix, period=2))
@@ -490,8 +479,6 @@ def test_fit_with_optimizer_value(ns, caplog):
 
 def test_real_multi_context_fit_predict_score():
     m = _real_module()
-    if m is None:
-        pytest.skip("mxfn.module does not have the intermediate functions yet")
     mod = m.module(_net(), contexts=[mx.cpu(0), mx.cpu(1)])
     _fit.fit(mod, _iter(), eval_data=_iter(seed=1), num_epoch=2, optimizer_params={"learning_rate": 0.5})
     assert len(_fit.history(mod)["validation-accuracy"]) == 2

@@ -18,7 +18,7 @@ import numpy as np
 
 from ._errors import MXFNError
 from ._maps import FrozenMap
-from ._opts import REQUIRED, doc_options, opt, parse_opts
+from ._opts import REQUIRED, documented, opt, parse_opts
 
 _LOG = logging.getLogger("mxfn")
 
@@ -31,12 +31,6 @@ def _m():
     from . import module as m
     return m
 
-
-def _documented(spec):
-    def deco(f):
-        f.__doc__ = f.__doc__.replace("%OPTIONS%", doc_options(spec, 4).lstrip())
-        return f
-    return deco
 
 
 def _callbacks(fname, key, cb) -> list:
@@ -87,7 +81,7 @@ class FitParams(FrozenMap):
         return (FitParams, (dict(self),))
 
 
-@_documented(FIT_PARAMS_OPTS)
+@documented(FIT_PARAMS_OPTS)
 def fit_params(opts=None, /, **kw) -> FitParams:
     """The training options of ``fit``, checked and defaulted.
 
@@ -233,7 +227,7 @@ SCORE_OPTS = {
 }
 
 
-@_documented(SCORE_OPTS)
+@documented(SCORE_OPTS)
 def score(mod, opts=None, /, **kw) -> list:
     """Runs the module over ``eval_data`` (forward, is_train=False) and evaluates the metric.
 
@@ -322,7 +316,7 @@ def _predict_batches(fname, mod, o, merge=False) -> list:
              for i in range(len(per_batch[0]))]]
 
 
-@_documented(_EVERY_BATCH_OPTS)
+@documented(_EVERY_BATCH_OPTS)
 def predict_every_batch(mod, opts=None, /, **kw) -> list:
     """The outputs of every batch of ``eval_data``, padding removed.
 
@@ -335,7 +329,7 @@ def predict_every_batch(mod, opts=None, /, **kw) -> list:
     return _predict_batches(fname, mod, parse_opts(fname, _EVERY_BATCH_OPTS, opts, kw))
 
 
-@_documented(PREDICT_OPTS)
+@documented(PREDICT_OPTS)
 def predict(mod, opts=None, /, **kw) -> list:
     """Runs the module over ``eval_data`` (forward, is_train=False) and collects the outputs.
 
@@ -374,7 +368,7 @@ FIT_OPTS = {
 }
 
 
-@_documented(FIT_OPTS)
+@documented(FIT_OPTS)
 def fit(mod, train_data=None, opts=None, /, **kw):
     """Trains the module (MXNet's ``Module.fit``).
 

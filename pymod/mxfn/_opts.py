@@ -175,6 +175,16 @@ def doc_options(spec: dict, indent: int = 0) -> str:
     return "\n".join(pad + line for line in lines)
 
 
+
+def documented(spec: dict):
+    """Decorator: puts ``spec``'s ``Options:`` section (``doc_options``, indented 4) where the
+    function's docstring says ``%OPTIONS%``."""
+    def deco(f):
+        f.__doc__ = f.__doc__.replace("    %OPTIONS%", doc_options(spec, 4))
+        return f
+    return deco
+
+
 def _accepts(s: OptSpec, value) -> bool:
     """Whether ``value`` is allowed for option ``s``."""
     if s.types is None or (value is None and s.default is None):

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 
+from . import module as _module
+
 # SPEC §2, in table order: functions whose first argument is the module.
 MODULE_FIRST = (
     "data_names", "label_names", "output_names", "data_shapes", "label_shapes", "output_shapes",
@@ -51,33 +53,11 @@ def module_last(f):
     return curried
 
 
-def _source():
-    """The module namespace; until ``mxfn.module`` has the high-level functions, those come
-    from ``mxfn._fit`` (where they are defined)."""
-    from . import _fit
-    try:
-        from . import module as m
-    except ImportError:
-        m = None
-    def get(name):
-        f = getattr(m, name, None) if m is not None else None
-        return f if f is not None else getattr(_fit, name, None)
-    return get
-
-
 def _build():
-    get = _source()
-    ns = {}
-    for name in MODULE_FIRST:
-        f = get(name)
-        if f is not None:
-            ns[name] = module_last(f)
-    for name in NO_MODULE:
-        f = get(name)
-        if f is not None:
-            ns[name] = f
+    ns = {name: module_last(getattr(_module, name)) for name in MODULE_FIRST}
+    ns.update((name, getattr(_module, name)) for name in NO_MODULE)
     return ns
 
 
 globals().update(_build())
-__all__ = [n for n in EXPECTED if n in globals()]
+__all__ = list(EXPECTED)

@@ -22,7 +22,7 @@ import numpy as np
 from . import _native
 from ._errors import MXFNError
 from ._maps import FrozenMap
-from ._opts import REQUIRED, doc_options, opt, parse_opts
+from ._opts import REQUIRED, documented, opt, parse_opts
 from .ndarray import NDArray, array, as_ndarray, dtype_name
 
 _LOG = logging.getLogger("mxfn")
@@ -35,13 +35,6 @@ __all__ = [
     "reduce_batches",
 ]
 
-
-def _documented(spec):
-    """Puts ``spec``'s ``Options:`` section where the docstring says ``%OPTIONS%``."""
-    def deco(f):
-        f.__doc__ = f.__doc__.replace("    %OPTIONS%", doc_options(spec, 4))
-        return f
-    return deco
 
 
 def _int(fname, key, value, minimum=0):
@@ -95,7 +88,7 @@ _DESC_OPTS = {
 }
 
 
-@_documented(_DESC_OPTS)
+@documented(_DESC_OPTS)
 def data_desc(name, shape=None, opts=None, /, **kw) -> DataDesc:
     """Describes one input: ``data_desc(name, shape, opts)`` or ``data_desc({"name", "shape", ...})``.
 
@@ -208,7 +201,7 @@ def _array_list(fname, key, xs):
     return [as_ndarray(x, fname) for x in xs]
 
 
-@_documented(_BATCH_OPTS)
+@documented(_BATCH_OPTS)
 def data_batch(opts=None, /, **kw) -> DataBatch:
     """A batch for ``module.forward`` and friends.
 
@@ -387,7 +380,7 @@ _NDARRAY_ITER_OPTS = {
 }
 
 
-@_documented(_NDARRAY_ITER_OPTS)
+@documented(_NDARRAY_ITER_OPTS)
 def ndarray_iter(data, opts=None, /, **kw) -> NativeIter:
     """Batches over in-memory arrays, as MXNet's NDArrayIter.
 
@@ -441,7 +434,7 @@ _MNIST_OPTS = {
 }
 
 
-@_documented(_MNIST_OPTS)
+@documented(_MNIST_OPTS)
 def mnist_iter(opts=None, /, **kw) -> NativeIter:
     """MNIST batches from IDX files, as MXNet's MNISTIter: pixels scaled by 1/255 to [0, 1],
     labels as float32 digits of shape ``(batch,)``; the last batch is padded like
@@ -490,7 +483,7 @@ _CSV_OPTS = {
 }
 
 
-@_documented(_CSV_OPTS)
+@documented(_CSV_OPTS)
 def csv_iter(opts=None, /, **kw) -> NativeIter:
     """Batches from CSV files of numbers, as MXNet's CSVIter (no shuffling).
 
@@ -534,7 +527,7 @@ _BUCKET_OPTS = {
 }
 
 
-@_documented(_BUCKET_OPTS)
+@documented(_BUCKET_OPTS)
 def bucket_sentence_iter(sentences, batch_size, opts=None, /, **kw) -> NativeIter:
     """Bucketed batches of token-id sentences for language models, as MXNet's
     BucketSentenceIter.
@@ -622,7 +615,7 @@ class ResizeIter(DataIter):
 _RESIZE_OPTS = {"reset_internal": opt(True, bool, "reset the wrapped iterator at every reset")}
 
 
-@_documented(_RESIZE_OPTS)
+@documented(_RESIZE_OPTS)
 def resize_iter(it, size, opts=None, /, **kw) -> ResizeIter:
     """``it`` resized to ``size`` batches per epoch: it restarts the wrapped iterator when that
     one ends early and stops after ``size`` batches.
@@ -787,7 +780,7 @@ _PREFETCH_OPTS = {
 }
 
 
-@_documented(_PREFETCH_OPTS)
+@documented(_PREFETCH_OPTS)
 def prefetching_iter(it, opts=None, /, **kw) -> PrefetchingIter:
     """``it`` (or a list of iterators, merged) with the next batch fetched on a background
     thread while the current one is used. The batches are the wrapped iterator's; an error

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 from . import _native
 from ._errors import MXFNError
-from ._opts import REQUIRED, doc_options, normalize_key, opt, parse_opts
+from ._opts import REQUIRED, documented, normalize_key, opt, parse_opts
 
 __all__ = [
     "LRScheduler", "factor_scheduler", "multifactor_scheduler", "poly_scheduler",
@@ -116,13 +116,6 @@ COSINE_SCHEDULER_OPTS = {
 }
 
 
-def _documented(spec):
-    """Puts ``spec``'s ``Options:`` section where the docstring says ``%OPTIONS%``."""
-    def deco(f):
-        f.__doc__ = f.__doc__.replace("    %OPTIONS%", doc_options(spec, 4))
-        return f
-    return deco
-
 
 def _options(fname, spec, positional, opts, kw):
     """Merge positional values (by name), an options map and keywords; a map given in a
@@ -162,7 +155,7 @@ def _build(fname, make, *args):
                         else f"{fname}: {msg}") from None
 
 
-@_documented(FACTOR_SCHEDULER_OPTS)
+@documented(FACTOR_SCHEDULER_OPTS)
 def factor_scheduler(step=_UNSET, factor=_UNSET, opts=None, /, **kw) -> LRScheduler:
     """Multiply the learning rate by ``factor`` every ``step`` updates (MXNet's FactorScheduler).
 
@@ -186,7 +179,7 @@ def factor_scheduler(step=_UNSET, factor=_UNSET, opts=None, /, **kw) -> LRSchedu
                   float(o["stop_factor_lr"]), *_common(fname, o))
 
 
-@_documented(MULTIFACTOR_SCHEDULER_OPTS)
+@documented(MULTIFACTOR_SCHEDULER_OPTS)
 def multifactor_scheduler(step=_UNSET, factor=_UNSET, opts=None, /, **kw) -> LRScheduler:
     """Multiply the learning rate by ``factor`` once past each of the steps (MXNet's
     MultiFactorScheduler).
@@ -213,7 +206,7 @@ def multifactor_scheduler(step=_UNSET, factor=_UNSET, opts=None, /, **kw) -> LRS
     return _build(fname, _native.sched_multifactor, steps, float(o["factor"]), *_common(fname, o))
 
 
-@_documented(POLY_SCHEDULER_OPTS)
+@documented(POLY_SCHEDULER_OPTS)
 def poly_scheduler(max_update=_UNSET, opts=None, /, **kw) -> LRScheduler:
     """Polynomial decay to ``final_lr`` at ``max_update`` (MXNet's PolyScheduler).
 
@@ -237,7 +230,7 @@ def poly_scheduler(max_update=_UNSET, opts=None, /, **kw) -> LRScheduler:
                   float(o["pwr"]), float(o["final_lr"]), *_common(fname, o))
 
 
-@_documented(COSINE_SCHEDULER_OPTS)
+@documented(COSINE_SCHEDULER_OPTS)
 def cosine_scheduler(max_update=_UNSET, opts=None, /, **kw) -> LRScheduler:
     """Cosine decay to ``final_lr`` at ``max_update`` (MXNet's CosineScheduler).
 

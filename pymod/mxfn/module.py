@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _native
 from ._errors import MXFNError
-from ._opts import REQUIRED, doc_options, opt, parse_opts
+from ._opts import REQUIRED, documented, opt, parse_opts
 from .context import Context
 from .io import as_data_desc, batch_data, batch_label, batch_pad
 from .ndarray import NDArray, _handle, as_ndarray
@@ -51,6 +51,12 @@ class Module:
         self._kv = None  # a KVStore value given to init_optimizer, kept holding the params
         _flush(self)
 
+    def __repr__(self):
+        d, l, o, _, _ = _native.mod_names(self._h)
+        b, p, op, _ = _native.mod_state(self._h)
+        return (f"Module(data_names={d}, label_names={l}, output_names={o}, bound={b}, "
+                f"params_initialized={p}, optimizer_initialized={op})")
+
 
 class _ShareGroup:
     """Modules bound with ``shared_module`` share their parameters, as in MXNet. Core arrays
@@ -64,18 +70,8 @@ class _ShareGroup:
         self.owner = owner
 
     def __repr__(self):
-        d, l, o, _, _ = _native.mod_names(self._h)
-        b, p, op, _ = _native.mod_state(self._h)
-        return (f"Module(data_names={d}, label_names={l}, output_names={o}, bound={b}, "
-                f"params_initialized={p}, optimizer_initialized={op})")
+        return f"_ShareGroup(owner={self.owner!r})"
 
-
-def _documented(spec):
-    """Puts ``spec``'s ``Options:`` section where the docstring says ``%OPTIONS%``."""
-    def deco(f):
-        f.__doc__ = f.__doc__.replace("    %OPTIONS%", doc_options(spec, 4))
-        return f
-    return deco
 
 
 def _flush(mod):
@@ -143,7 +139,7 @@ _MODULE_OPTS = {
 }
 
 
-@_documented(_MODULE_OPTS)
+@documented(_MODULE_OPTS)
 def module(sym, opts=None, /, **kw) -> Module:
     """A new, unbound Module over symbol ``sym`` (label names the symbol lacks are dropped
     with a warning, SPEC §8).
@@ -275,7 +271,7 @@ _BIND_OPTS = {
 }
 
 
-@_documented(_BIND_OPTS)
+@documented(_BIND_OPTS)
 def bind(mod, opts=None, /, **kw) -> Module:
     """Binds one executor per context on its slice of the batch (SPEC §2). A bound module is
     left as it is unless ``force_rebind=True``.
@@ -341,7 +337,7 @@ _INIT_OPTS = {
 }
 
 
-@_documented(_INIT_OPTS)
+@documented(_INIT_OPTS)
 def init_params(mod, opts=None, /, **kw) -> Module:
     """Initialises the parameters (MXNet's name rules; given ``arg_params``/``aux_params`` are
     copied). Does nothing on an initialised module unless ``force_init=True``.
@@ -371,7 +367,7 @@ _SET_OPTS = {
 }
 
 
-@_documented(_SET_OPTS)
+@documented(_SET_OPTS)
 def set_params(mod, opts=None, /, **kw) -> Module:
     """Sets the parameters (SPEC §8).
 
@@ -422,7 +418,7 @@ _OPT_OPTS = {
 }
 
 
-@_documented(_OPT_OPTS)
+@documented(_OPT_OPTS)
 def init_optimizer(mod, opts=None, /, **kw) -> Module:
     """Installs the optimizer (SPEC §2, §8). Does nothing when one is installed unless
     ``force_init=True``.
@@ -655,7 +651,7 @@ _SAVE_OPTS = {
 }
 
 
-@_documented(_SAVE_OPTS)
+@documented(_SAVE_OPTS)
 def save_checkpoint(mod, opts=None, /, **kw) -> Module:
     """Writes ``prefix-symbol.json`` and ``prefix-%04d.params`` (atomically), and with
     ``save_opt_states=True`` ``prefix-%04d.states``.
@@ -693,7 +689,7 @@ _LOAD_OPTS = {
 }
 
 
-@_documented(_LOAD_OPTS)
+@documented(_LOAD_OPTS)
 def load_checkpoint(prefix=None, epoch=None, opts=None, /, **kw) -> Module:
     """A new Module from ``prefix-symbol.json`` + ``prefix-%04d.params`` (params applied at
     ``bind``). Called as ``load_checkpoint(prefix, epoch, opts)`` or ``load_checkpoint(opts)``.
@@ -787,7 +783,7 @@ _BUCKETING_OPTS = {
 }
 
 
-@_documented(_BUCKETING_OPTS)
+@documented(_BUCKETING_OPTS)
 def bucketing_module(sym_gen, opts=None, /, **kw) -> BucketingModule:
     """A new, unbound BucketingModule (MXNet's ``BucketingModule``). ``sym_gen(bucket_key)``
     returns ``(symbol, data_names, label_names)``; buckets share parameters by name (SPEC §8),

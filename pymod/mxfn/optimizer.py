@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from . import _native
 from ._errors import MXFNError
 from ._maps import FrozenMap
-from ._opts import doc_options, opt, parse_opts
+from ._opts import documented, opt, parse_opts
 from .lr_scheduler import LRScheduler
 from .ndarray import NDArray, _handle
 
@@ -173,13 +173,6 @@ OPTIMIZERS = tuple(_SPECS)
 _BOOL_PARAMS = {"centered", "lazy_update"}
 
 
-def _documented(spec):
-    """Puts ``spec``'s ``Options:`` section where the docstring says ``%OPTIONS%``."""
-    def deco(f):
-        f.__doc__ = f.__doc__.replace("    %OPTIONS%", doc_options(spec, 4))
-        return f
-    return deco
-
 
 # ---------------------------------------------------------------------------- construction
 
@@ -246,7 +239,7 @@ def _make(name, fname, spec, opts, kw) -> Optimizer:
     return Optimizer(handle, sched)
 
 
-@_documented(SGD_OPTS)
+@documented(SGD_OPTS)
 def sgd(opts=None, /, **kw) -> Optimizer:
     """Stochastic gradient descent, with optional momentum (MXNet's SGD).
 
@@ -269,7 +262,7 @@ def sgd(opts=None, /, **kw) -> Optimizer:
     return _make("sgd", "optimizer.sgd", SGD_OPTS, opts, kw)
 
 
-@_documented(NAG_OPTS)
+@documented(NAG_OPTS)
 def nag(opts=None, /, **kw) -> Optimizer:
     """Nesterov accelerated gradient (MXNet's NAG).
 
@@ -289,7 +282,7 @@ def nag(opts=None, /, **kw) -> Optimizer:
     return _make("nag", "optimizer.nag", NAG_OPTS, opts, kw)
 
 
-@_documented(SIGNUM_OPTS)
+@documented(SIGNUM_OPTS)
 def signum(opts=None, /, **kw) -> Optimizer:
     """Signum: steps along the sign of the momentum (MXNet's Signum; signSGD for momentum 0).
 
@@ -309,7 +302,7 @@ def signum(opts=None, /, **kw) -> Optimizer:
     return _make("signum", "optimizer.signum", SIGNUM_OPTS, opts, kw)
 
 
-@_documented(DCASGD_OPTS)
+@documented(DCASGD_OPTS)
 def dcasgd(opts=None, /, **kw) -> Optimizer:
     """Delay-compensated asynchronous SGD (MXNet's DCASGD).
 
@@ -329,7 +322,7 @@ def dcasgd(opts=None, /, **kw) -> Optimizer:
     return _make("dcasgd", "optimizer.dcasgd", DCASGD_OPTS, opts, kw)
 
 
-@_documented(SGLD_OPTS)
+@documented(SGLD_OPTS)
 def sgld(opts=None, /, **kw) -> Optimizer:
     """Stochastic gradient Langevin dynamics (MXNet's SGLD).
 
@@ -348,7 +341,7 @@ def sgld(opts=None, /, **kw) -> Optimizer:
     return _make("sgld", "optimizer.sgld", SGLD_OPTS, opts, kw)
 
 
-@_documented(ADAM_OPTS)
+@documented(ADAM_OPTS)
 def adam(opts=None, /, **kw) -> Optimizer:
     """Adam (MXNet's Adam: L2 weight decay, bias correction folded into the learning rate).
 
@@ -369,7 +362,7 @@ def adam(opts=None, /, **kw) -> Optimizer:
     return _make("adam", "optimizer.adam", ADAM_OPTS, opts, kw)
 
 
-@_documented(ADAMAX_OPTS)
+@documented(ADAMAX_OPTS)
 def adamax(opts=None, /, **kw) -> Optimizer:
     """Adamax: Adam with the infinity norm (MXNet's Adamax).
 
@@ -389,7 +382,7 @@ def adamax(opts=None, /, **kw) -> Optimizer:
     return _make("adamax", "optimizer.adamax", ADAMAX_OPTS, opts, kw)
 
 
-@_documented(NADAM_OPTS)
+@documented(NADAM_OPTS)
 def nadam(opts=None, /, **kw) -> Optimizer:
     """Nesterov Adam (MXNet's Nadam).
 
@@ -409,7 +402,7 @@ def nadam(opts=None, /, **kw) -> Optimizer:
     return _make("nadam", "optimizer.nadam", NADAM_OPTS, opts, kw)
 
 
-@_documented(ADAGRAD_OPTS)
+@documented(ADAGRAD_OPTS)
 def adagrad(opts=None, /, **kw) -> Optimizer:
     """AdaGrad (MXNet's AdaGrad).
 
@@ -428,7 +421,7 @@ def adagrad(opts=None, /, **kw) -> Optimizer:
     return _make("adagrad", "optimizer.adagrad", ADAGRAD_OPTS, opts, kw)
 
 
-@_documented(RMSPROP_OPTS)
+@documented(RMSPROP_OPTS)
 def rmsprop(opts=None, /, **kw) -> Optimizer:
     """RMSProp, plain or centered (MXNet's RMSProp).
 
@@ -449,7 +442,7 @@ def rmsprop(opts=None, /, **kw) -> Optimizer:
     return _make("rmsprop", "optimizer.rmsprop", RMSPROP_OPTS, opts, kw)
 
 
-@_documented(ADADELTA_OPTS)
+@documented(ADADELTA_OPTS)
 def adadelta(opts=None, /, **kw) -> Optimizer:
     """AdaDelta (MXNet's AdaDelta): no learning rate.
 
@@ -470,7 +463,7 @@ def adadelta(opts=None, /, **kw) -> Optimizer:
     return _make("adadelta", "optimizer.adadelta", ADADELTA_OPTS, opts, kw)
 
 
-@_documented(FTRL_OPTS)
+@documented(FTRL_OPTS)
 def ftrl(opts=None, /, **kw) -> Optimizer:
     """FTRL-proximal (MXNet's Ftrl).
 
