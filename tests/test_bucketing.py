@@ -244,3 +244,9 @@ def test_two_contexts_share_params_across_buckets():
     p6 = _np(m.get_params(bm)[0])
     for k in p3:
         np.testing.assert_array_equal(p6[k], p3[k])
+
+
+def test_repr_names_the_buckets_and_the_current_module():
+    bm = _trained_bm()
+    r = repr(bm)
+    assert r.startswith("BucketingModule(default_bucket_key=10, buckets=[10], current=10, current_module=Module(")

@@ -113,12 +113,10 @@ def test_do_checkpoint_period_one_every_epoch(tmp_path):
 
 
 def test_module_checkpoint_calls_module_save_checkpoint(monkeypatch):
-    import sys
     import types
     calls = []
     fake = types.SimpleNamespace(save_checkpoint=lambda mod, **kw: calls.append((mod, kw)))
-    monkeypatch.setitem(sys.modules, "mxfn.module", fake)
-    monkeypatch.setattr(mx, "module", fake, raising=False)
+    monkeypatch.setattr(cb, "_module", fake)
     f = cb.module_checkpoint("MOD", "pre", period=2, save_optimizer_states=True)
     for e in range(4):
         f(e)

@@ -346,3 +346,15 @@ def test_gpu_context_is_refused_at_bind():
     mod = m.module(mlp(), contexts=mx.gpu(0))
     with pytest.raises(mx.MXFNError, match="GPU"):
         m.bind(mod, data_shapes=[("data", (4, 5))])
+
+
+def test_repr_of_modules_shared_and_not():
+    mod = m.init_params(bound(4), arg_params=fixed_params())
+    assert repr(m.module(mlp())) == (
+        "Module(data_names=['data'], label_names=['softmax_label'], output_names=['softmax_output'], "
+        "bound=False, params_initialized=False, optimizer_initialized=False)")
+    assert "bound=True, params_initialized=True" in repr(mod)
+    shared = m.bind(m.module(mlp()), data_shapes=[("data", (4, 5))], label_shapes=[("softmax_label", (4,))],
+                    shared_module=mod)
+    assert repr(shared).startswith("Module(data_names=['data']")
+    assert repr(shared._share).startswith("_ShareGroup(owner=Module(")

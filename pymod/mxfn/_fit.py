@@ -18,7 +18,10 @@ import numpy as np
 
 from ._errors import MXFNError
 from ._maps import FrozenMap
+from . import _module, _native, initializer, io, metric, monitor as mon_ns, ndarray as nd
 from ._opts import REQUIRED, documented, opt, parse_opts
+from .callback import batch_end_param
+from .ndarray import NDArray
 
 _LOG = logging.getLogger("mxfn")
 
@@ -27,9 +30,8 @@ __all__ = ["FitParams", "fit_params", "fit", "score", "predict", "predict_every_
 
 
 def _m():
-    # mxfn.module imports this file; importing it at call time avoids the cycle.
-    from . import module as m
-    return m
+    # The module namespace the loops drive (tests substitute a stand-in).
+    return _module
 
 
 
@@ -106,7 +108,6 @@ def fit_params(opts=None, /, **kw) -> FitParams:
     for key in ("batch_end_callback", "epoch_end_callback", "eval_end_callback", "eval_batch_end_callback"):
         _callbacks(fname, key, o[key])
     if o["initializer"] is None:
-        from . import initializer
         o["initializer"] = initializer.uniform(0.01)
     o["optimizer_params"] = FrozenMap(o["optimizer_params"])
     return FitParams(o)
@@ -152,7 +153,6 @@ def _weakrefable(x) -> bool:
 # -- helpers over iterators and batches ---------------------------------------------------------
 
 def _bound_batch_size(mod, fname) -> int:
-    from . import io
     m = _m()
     try:
         shapes = m.data_shapes(mod)
@@ -168,8 +168,6 @@ def _bound_batch_size(mod, fname) -> int:
 def _as_iter(mod, data, fname):
     """An iterator over ``data``: iterators pass through; a numpy array / NDArray / list of
     arrays is batched with the bound batch size (the last batch padded)."""
-    from . import io
-    from .ndarray import NDArray
     if isinstance(data, (np.ndarray, NDArray)) or (
             isinstance(data, (list, tuple)) and data and all(isinstance(x, (np.ndarray, NDArray)) for x in data)):
         arrays = [data] if isinstance(data, (np.ndarray, NDArray)) else list(data)
@@ -195,7 +193,6 @@ def _batches(it, num_batch):
 
 
 def _unpad(outs, pad):
-    from . import ndarray as nd
     if not pad:
         return [o.copy() for o in outs]
     return [nd.slice_axis(o, 0, 0, o.shape[0] - pad) for o in outs]
@@ -210,7 +207,6 @@ def _num_batch(fname, v):
 
 
 def _metric(m):
-    from . import metric
     return metric.create(m)
 
 
@@ -238,9 +234,6 @@ def score(mod, opts=None, /, **kw) -> list:
     Returns:
         ``[(name, value), …]`` (the metric's ``get_name_value``).
     """
-    from . import metric as mt
-    from .callback import batch_end_param
-    from . import io
     fname = "module.score"
     m = _m()
     o = parse_opts(fname, SCORE_OPTS, opts, kw)
@@ -250,7 +243,7 @@ def score(mod, opts=None, /, **kw) -> list:
     if o["reset"]:
         io.reset(it)
     eval_metric = _metric(o["eval_metric"])
-    mt.reset(eval_metric)
+    metric.reset(eval_metric)
     actual = 0
     for nbatch, batch in _batches(it, _num_batch(fname, o["num_batch"])):
         m.forward(mod, batch, is_train=False)
@@ -259,7 +252,7 @@ def score(mod, opts=None, /, **kw) -> list:
         if pad:
             outs = _unpad(m.outputs_merged(mod), pad)
             labels = _unpad(labels, pad)
-            mt.update(eval_metric, labels, outs)
+            metric.update(eval_metric, labels, outs)
         else:
             m.update_metric(mod, eval_metric, labels)
         for cb in batch_cbs:
@@ -267,7 +260,7 @@ def score(mod, opts=None, /, **kw) -> list:
         actual += 1
     for cb in end_cbs:
         cb(batch_end_param(o["epoch"], actual, eval_metric, dict(locals())))
-    return mt.get_name_value(eval_metric)
+    return metric.get_name_value(eval_metric)
 
 
 # -- predict --------------------------------------------------------------------------------
@@ -287,7 +280,6 @@ def predict_batch(mod, data_batch) -> list:
     Returns:
         ``[out1, out2, …]`` merged over devices, with the batch's padded samples removed.
     """
-    from . import io
     m = _m()
     m.forward(mod, data_batch, is_train=False)
     return _unpad(m.outputs_merged(mod), io.batch_pad(data_batch))
@@ -296,13 +288,10 @@ def predict_batch(mod, data_batch) -> list:
 def _predict_batches(fname, mod, o, merge=False) -> list:
     """Every batch's outputs (``merge``: already concatenated, ``[[out1, out2, …]]``). A core
     iterator read from its start runs the whole loop in the core, in one call."""
-    from . import io
     it = _as_iter(mod, o["eval_data"], fname)
     num_batch = _num_batch(fname, o["num_batch"])
     m = _m()
     if isinstance(it, io.NativeIter) and o["reset"] and isinstance(mod, getattr(m, "Module", ())):
-        from . import _native
-        from .ndarray import NDArray
         m._mod(fname.rsplit(".", 1)[-1], mod)
         n = None if num_batch is None or num_batch < 0 else num_batch
         return [[NDArray(h) for h in outs] for outs in _native.mod_predict(mod._h, it._h, n, merge)]
@@ -311,7 +300,6 @@ def _predict_batches(fname, mod, o, merge=False) -> list:
     per_batch = [predict_batch(mod, b) for _, b in _batches(it, num_batch)]
     if not merge or not per_batch:
         return per_batch
-    from . import ndarray as nd
     return [[nd.concat([b[i] for b in per_batch], dim=0) if len(per_batch) > 1 else per_batch[0][i]
              for i in range(len(per_batch[0]))]]
 
@@ -404,8 +392,6 @@ def fit(mod, train_data=None, opts=None, /, **kw):
         >>> [name for name, _ in score(mod, eval_data=train, eval_metric="acc")]
         ['accuracy']
     """
-    from . import io, metric as mt, monitor as mon_ns
-    from .callback import batch_end_param
     fname = "module.fit"
     m = _m()
     if isinstance(train_data, Mapping) and opts is None:
@@ -444,7 +430,7 @@ def fit(mod, train_data=None, opts=None, /, **kw):
     for epoch in range(fp["begin_epoch"], num_epoch):
         tic = time.time()
         io.reset(train)
-        mt.reset(eval_metric)
+        metric.reset(eval_metric)
         nbatch = 0
         data_iter = iter(train)
         end_of_batch = False
@@ -452,7 +438,7 @@ def fit(mod, train_data=None, opts=None, /, **kw):
             next_data_batch = next(data_iter)
         except StopIteration:
             end_of_batch = True
-        eval_name_vals = mt.get_global_name_value(eval_metric)
+        eval_name_vals = metric.get_global_name_value(eval_metric)
         while not end_of_batch:
             data_batch = next_data_batch
             if monitor is not None:
@@ -467,7 +453,7 @@ def fit(mod, train_data=None, opts=None, /, **kw):
             if monitor is not None:
                 mon_ns.toc_print(monitor)
             if end_of_batch:
-                eval_name_vals = mt.get_global_name_value(eval_metric)
+                eval_name_vals = metric.get_global_name_value(eval_metric)
             if batch_cbs:
                 param = batch_end_param(epoch, nbatch, eval_metric, dict(locals()))
                 for cb in batch_cbs:

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 
 from ._errors import MXFNError
 from ._maps import FrozenMap
+from . import _module, metric as mt, ndarray as nd, symbol as sym
 from ._opts import doc_options, opt, parse_opts
+from .context import cpu
 
 _LOG = logging.getLogger("mxfn")
 
@@ -57,7 +59,6 @@ def _field(p, key):
 
 
 def _name_values(metric):
-    from . import metric as mt
     return mt.get_name_value(metric)
 
 
@@ -106,7 +107,6 @@ class Speedometer:
         if metric is not None:
             name_value = _name_values(metric)
             if self.auto_reset:
-                from . import metric as mt
                 mt.reset_local(metric)
             msg = "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec" + "\t%s=%f" * len(name_value)
             _LOG.info(msg, epoch, count, speed, *[x for nv in name_value for x in nv])
@@ -240,9 +240,6 @@ def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params) -> None:
         >>> sorted(os.listdir(os.path.dirname(p))), list(mx.nd.load(p + "-0003.params"))
         (['m-0003.params', 'm-symbol.json'], ['arg:w'])
     """
-    from . import ndarray as nd
-    from . import symbol as sym
-    from .context import cpu
     if symbol is not None:
         sym.save(symbol, f"{os.fspath(prefix)}-symbol.json")
     save_dict = {f"arg:{k}": nd.as_in_context(v, cpu()) for k, v in (arg_params or {}).items()}
@@ -292,8 +289,7 @@ def module_checkpoint(mod, prefix, period=1, save_optimizer_states=False):
 
     def _callback(epoch, symbol=None, arg_params=None, aux_params=None):
         if (epoch + 1) % period == 0:
-            from . import module as m
-            m.save_checkpoint(mod, prefix=prefix, epoch=epoch + 1, save_opt_states=bool(save_optimizer_states))
+            _module.save_checkpoint(mod, prefix=prefix, epoch=epoch + 1, save_opt_states=bool(save_optimizer_states))
 
     return _callback
 
@@ -318,7 +314,6 @@ def log_train_metric(period, auto_reset=False):
                 _LOG.info("Iter[%d] Batch[%d] Train-%s=%f", _field(param, "epoch"), _field(param, "nbatch"),
                           name, value)
             if auto_reset:
-                from . import metric as mt
                 mt.reset_local(metric)
 
     return _callback

@@ -30,7 +30,7 @@ from . import _native
 from ._errors import MXFNError
 from ._maps import FrozenMap
 from ._opts import REQUIRED, normalize_key, opt, parse_opts
-from .ndarray import NDArray, array, as_ndarray, dtype_name
+from .ndarray import NDArray, array, as_ndarray, dtype_name, load as nd_load
 
 __all__ = [
     "Initializer", "Mixed", "Load", "uniform", "normal", "xavier", "msra_prelu", "constant",
@@ -416,7 +416,6 @@ def load(params, default_init=None) -> Load:
     """
     fname = "initializer.load"
     if isinstance(params, str):
-        from .ndarray import load as nd_load
         params = nd_load(params)
     if not isinstance(params, Mapping):
         raise TypeError(f"{fname}: params must be a dict name -> array or a file name, got "

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import threading
 
+from . import optimizer
 from ._errors import MXFNError
+from .ndarray import as_ndarray
 
 __all__ = ["KVStore", "create", "init", "push", "pull", "set_optimizer", "kv_type", "rank",
            "num_workers", "barrier", "keys"]
@@ -79,7 +81,6 @@ def _per_key(fname, what, keys, single, values):
 
 
 def _arrays(fname, key, v):
-    from .ndarray import as_ndarray
     vs = v if isinstance(v, (list, tuple)) else [v]
     if not vs:
         raise MXFNError(f"{fname}: no value given for key {key!r}")
@@ -199,7 +200,6 @@ def set_optimizer(kv, opt) -> KVStore:
         >>> pull(kv, 0, None) is not None and pull(push(kv, 0, mx.nd.ones(2)), 0).asnumpy()
         array([0.5, 0.5], dtype=float32)
     """
-    from . import optimizer
     _kv("kvstore.set_optimizer", kv)
     kv.updater = optimizer.get_updater(opt)
     return kv

@@ -17,7 +17,9 @@ import re
 import numpy as np
 
 from ._errors import MXFNError
+from . import executor
 from ._opts import doc_options, opt, parse_opts
+from .ndarray import array
 
 _LOG = logging.getLogger("mxfn")
 
@@ -31,7 +33,6 @@ def default_stat(x):
         >>> default_stat(np.array([3.0, 4.0])).asnumpy()
         array([3.535534], dtype=float32)
     """
-    from .ndarray import array
     a = np.asarray(x, dtype=np.float64)
     value = float(np.linalg.norm(a.ravel())) / math.sqrt(a.size) if a.size else 0.0
     return array([value])
@@ -150,7 +151,6 @@ def install(mon, exe) -> Monitor:
     Returns:
         ``mon``.
     """
-    from . import executor
     _mon("monitor.install", mon)
     executor.set_monitor_callback(exe, mon.stat_helper)
     mon.exes.append(exe)
@@ -201,7 +201,6 @@ def toc(mon) -> list:
         ``[(step, name, value_str), …]`` (empty on steps that are not monitored); ``step`` is
         the number of ``tic`` calls so far.
     """
-    from . import executor
     _mon("monitor.toc", mon)
     if not mon.activated:
         return []

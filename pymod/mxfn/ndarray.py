@@ -15,34 +15,16 @@ import numpy as np
 
 from . import _native
 from ._errors import MXFNError
+from ._dtypes import DTYPES, dtype_name  # noqa: F401  (mx.nd.DTYPES)
+from ._ops import attr_str, op_functions
 from ._opts import opt, parse_opts
 from .context import Context, as_context, cpu, dev_type_code
 
-DTYPES = ("float32", "float64", "float16", "uint8", "int8", "int32", "int64")
 
 _CTX_OPTS = {
     "dtype": opt("float32", None, "element type: a numpy dtype name or numpy dtype"),
     "ctx": opt(None, None, "device (a Context or a name such as \"cpu(1)\"); default: current context"),
 }
-
-
-def dtype_name(dtype, fname="nd") -> str:
-    """The mxfn dtype name of ``dtype`` (a name, numpy dtype or numpy scalar type).
-
-    Returns:
-        One of ``DTYPES``; anything else raises MXFNError naming the valid dtypes.
-
-    Example:
-        >>> dtype_name(np.float16), dtype_name("int32")
-        ('float16', 'int32')
-    """
-    try:
-        name = np.dtype(dtype).name
-    except TypeError:
-        name = None
-    if name not in DTYPES:
-        raise MXFNError(f"{fname}: dtype must be one of {', '.join(DTYPES)}; got {dtype!r}")
-    return name
 
 
 def _ctx_of(ctx, fname):
@@ -597,7 +579,6 @@ def load(fname):
 # -- operator functions generated from the registry ---------------------------------------
 
 def _make_nd_op(info):
-    from .symbol import _attr_str
     op = info["name"]
     variadic = info["variadic"]
 
@@ -616,7 +597,7 @@ def _make_nd_op(info):
             if isinstance(v, (NDArray, np.ndarray)):
                 inputs.append((k, _handle(v)))
             else:
-                attrs[k] = _attr_str(v)
+                attrs[k] = attr_str(v)
         res = [NDArray(h) for h in _native.op_invoke(op, attrs, inputs)]
         if out is not None:
             raise MXFNError(f"nd.{info['py_name']}: out= is not supported; arrays are values, use the result")
@@ -626,7 +607,6 @@ def _make_nd_op(info):
 
 
 def _install_ops():
-    from .symbol import op_functions
     own = set(globals())
     globals().update({k: v for k, v in op_functions(_make_nd_op).items() if k not in own})
 

@@ -9,14 +9,16 @@ order) or by argument name; everything else is an operator parameter.
 
 from __future__ import annotations
 
-import json as _json
 import numbers
 import os
 from collections.abc import Mapping
 
+import numpy as np
+
 from . import _native
-from ._errors import MXFNError
+from ._dtypes import dtype_name
 from ._opts import normalize_key, opt, parse_opts
+from ._ops import attr_str, op_functions
 
 
 class Symbol:
@@ -105,7 +107,7 @@ class Symbol:
             a, b = (other, self) if reverse else (self, other)
             return _compose(op, None, hint, {}, [(None, a), (None, b)])
         if isinstance(other, numbers.Number) and not isinstance(other, bool):
-            return _compose(scalar_op, None, scalar_hint, {"scalar": _attr_str(other)}, [(None, self)])
+            return _compose(scalar_op, None, scalar_hint, {"scalar": attr_str(other)}, [(None, self)])
         return NotImplemented
 
     def __add__(self, o): return self._arith(o, "elemwise_add", "_plus_scalar", "_plus", "_plusscalar")
@@ -124,29 +126,6 @@ class Symbol:
 
     def __deepcopy__(self, memo):
         return self
-
-
-def _attr_str(v) -> str:
-    """A parameter value as MXNet's Python frontend writes it into attrs."""
-    if isinstance(v, bool):
-        return "True" if v else "False"
-    if v is None:
-        return "None"
-    if isinstance(v, (list, tuple)):
-        return str(tuple(_plain(x) for x in v))
-    if isinstance(v, numbers.Number):
-        return str(_plain(v))
-    if isinstance(v, str):
-        return v
-    import numpy as np
-    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
-        return np.dtype(v).name
-    raise TypeError(f"operator parameter value must be a number, bool, str, tuple or None, got {type(v).__name__} {v!r}")
-
-
-def _plain(x):
-    # numpy scalars print like Python numbers in MXNet's attrs ("2", not "np.int64(2)").
-    return x.item() if hasattr(x, "item") and not isinstance(x, (int, float)) else x
 
 
 def _compose(op, name, hint, attrs, inputs):
@@ -173,16 +152,14 @@ def variable(name, opts=None, /, **kw) -> Symbol:
         raise TypeError(f"sym.variable: name must be a str, got {type(name).__name__}")
     attrs = {str(k): str(v) for k, v in (o["attr"] or {}).items()}
     if o["shape"] is not None:
-        attrs["__shape__"] = _attr_str(tuple(o["shape"]))
+        attrs["__shape__"] = attr_str(tuple(o["shape"]))
     if o["dtype"] is not None:
-        from .ndarray import DTYPES, dtype_name
         attrs["__dtype__"] = str({"float32": 0, "float64": 1, "float16": 2, "uint8": 3, "int32": 4, "int8": 5,
                                   "int64": 6}[dtype_name(o["dtype"], "sym.variable")])
-        assert DTYPES
     if o["lr_mult"] is not None:
-        attrs["__lr_mult__"] = _attr_str(float(o["lr_mult"]))
+        attrs["__lr_mult__"] = attr_str(float(o["lr_mult"]))
     if o["wd_mult"] is not None:
-        attrs["__wd_mult__"] = _attr_str(float(o["wd_mult"]))
+        attrs["__wd_mult__"] = attr_str(float(o["wd_mult"]))
     if o["init"] is not None:
         init = o["init"]
         attrs["__init__"] = init if isinstance(init, str) else init.dumps()
@@ -285,8 +262,6 @@ def infer_shape(s, shapes=None, /, **kw):
 
 def infer_type(s, types=None, /, **kw):
     """``(arg_types, out_types, aux_types)`` as numpy dtypes from known input dtypes."""
-    import numpy as np
-    from .ndarray import dtype_name
     m = {str(k): dtype_name(v, "sym.infer_type") for k, v in {**(types or {}), **kw}.items()}
     a, o, x = s._h.infer_type(m)
     conv = lambda v: [np.dtype(t) for t in v]  # noqa: E731
@@ -371,7 +346,7 @@ def _make_sym_op(info):
             elif info["variadic"] and k in ("data", "args") and isinstance(v, (list, tuple)):
                 inputs.extend((None, _as_symbol(x, op)) for x in v)
             else:
-                params[k] = _attr_str(v)
+                params[k] = attr_str(v)
         if info["variadic"] and len(positional) == 1 and isinstance(args[0], (list, tuple)):
             inputs = [(None, _as_symbol(x, op)) for x in args[0]]
         attrs = dict(params)
@@ -394,39 +369,5 @@ def _as_symbol(x, op):
     return x
 
 
-def op_doc(info, imperative=False):
-    """The docstring of a generated operator function, from the registry entry."""
-    lines = [info["doc"], "", "Parameters (MXNet attributes; snake_case or kebab-case keys):"]
-    for pname, kind, default, pdoc in info["params"]:
-        d = "required" if default is None else f"default {default}"
-        lines.append(f"    {pname} ({kind}, {d}): {pdoc}")
-    if not info["params"]:
-        lines.append("    (none)")
-    lines.append("")
-    lines.append(f"MXNet operator: {info['name']}.")
-    return "\n".join(lines)
-
-
-# Python names beyond the derived ones (SPEC §3 spellings).
-ALIASES = {"split": "SliceChannel"}
-
-
-def op_functions(make):
-    """``{python name: function}`` for every registry op: its snake_case name, its MXNet
-    name(s) (for MXNet habits: ``FullyConnected``) and ``ALIASES``; ``make(info)`` builds one."""
-    out = {}
-    for info in OPS:
-        f = make(info)
-        f.__name__ = info["py_name"]
-        f.__doc__ = op_doc(info)
-        names = [info["py_name"], info["name"], *info["aliases"]]
-        names += [a for a, target in ALIASES.items() if target == info["name"]]
-        for n in names:
-            if n.isidentifier():
-                out.setdefault(n, f)
-    return out
-
-
-OPS = _native.op_list()
 _OWN = set(globals())
 globals().update({k: v for k, v in op_functions(_make_sym_op).items() if k not in _OWN})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._errors import MXFNError
+from ._fit import plot_history  # noqa: F401  (mx.visualization.plot_history)
+from ._opts import opt, parse_opts
 
 
 def _internal_shapes(sym, shape):
@@ -105,7 +107,6 @@ def plot_network(sym, opts=None, /, **kw):
         >>> dot.splitlines()[0], '"r" -> "x"' in dot
         ('digraph plot {', True)
     """
-    from ._opts import opt, parse_opts
     o = parse_opts("visualization.plot_network", {
         "title": opt("plot", str, "graph name"),
         "shape": opt(None, None, "input shapes"),
@@ -142,5 +143,3 @@ def plot_network(sym, opts=None, /, **kw):
         graphviz.Source(dot).render(o["filename"], format=o["format"], cleanup=True)
     return dot
 
-
-from ._fit import plot_history  # noqa: E402,F401  (drawn with matplotlib)
