@@ -5,6 +5,7 @@ pub mod conv;
 pub mod copy;
 pub mod gemm;
 pub mod map;
+pub mod norm;
 pub mod par;
 pub mod pool;
 pub mod reduce;

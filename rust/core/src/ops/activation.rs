@@ -2,12 +2,13 @@
 //! `LeakyReLU` (leaky, prelu, elu, selu, gelu, rrelu).
 
 use super::elemwise::{unary_fn, Unary};
-use super::norm::{channel_sums2, seeded_uniform};
 use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::map::axis_dims;
+use crate::kernels::norm::channel_sums2;
 use crate::kernels::par;
+use crate::tensor::random::seeded_uniform;
 use crate::tensor::NDArray;
 use std::sync::Arc;
 

@@ -1,14 +1,14 @@
-//! Normalisation and regularisation: MXNet `BatchNorm`, `LayerNorm`, `Dropout`; also the
-//! per-channel reduction and the seeded uniform draw that PReLU and RReLU (ops/activation.rs)
-//! share.
+//! Normalisation and regularisation: MXNet `BatchNorm`, `LayerNorm`, `Dropout`, over the
+//! kernels of `kernels::norm`.
 
 use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
+use crate::kernels::binary::{self, BinaryOp};
 use crate::kernels::map::axis_dims;
-use crate::kernels::par;
-use crate::tensor::{arith::broadcast_to, norm_axis, random, DType, NDArray};
-use rand::Rng;
+use crate::kernels::norm::{self, channel_sums2, inv_std};
+use crate::tensor::random::seeded_uniform;
+use crate::tensor::{arith::broadcast_to, norm_axis, DType, NDArray};
 use std::sync::Arc;
 
 /// The entries of this family.
@@ -149,67 +149,6 @@ pub static OPS: &[OpDef] = &[
     },
 ];
 
-/// Per-channel sums of the pair `f(i, ch, pos)` over an (outer, c, inner) layout, in f64: `i`
-/// the flat index, `ch` its channel, `pos` = o·inner + j its position among the others.
-/// The work is cut in a fixed partition (whole channels, or groups of rows when `inner` is 1
-/// so that reads stay contiguous) combined in a fixed order: the same bits at any thread count.
-pub(crate) fn channel_sums2(
-    (outer, c, inner): (usize, usize, usize),
-    f: impl Fn(usize, usize, usize) -> (f64, f64) + Sync + Send,
-) -> (Vec<f64>, Vec<f64>) {
-    let total = outer * c * inner;
-    if inner == 1 {
-        let group = (par::CHUNK / c.max(1)).max(1);
-        let parts = par::map_indices(outer.div_ceil(group), total, |gi| {
-            let (mut a, mut b) = (vec![0.0f64; c], vec![0.0f64; c]);
-            for r in gi * group..((gi + 1) * group).min(outer) {
-                for ch in 0..c {
-                    let (x, y) = f(r * c + ch, ch, r);
-                    a[ch] += x;
-                    b[ch] += y;
-                }
-            }
-            (a, b)
-        });
-        let (mut a, mut b) = (vec![0.0f64; c], vec![0.0f64; c]);
-        for (pa, pb) in parts {
-            a.iter_mut().zip(pa).for_each(|(s, v)| *s += v);
-            b.iter_mut().zip(pb).for_each(|(s, v)| *s += v);
-        }
-        (a, b)
-    } else {
-        par::map_indices(c, total, |ch| {
-            let (mut a, mut b) = (0.0f64, 0.0f64);
-            for o in 0..outer {
-                let base = (o * c + ch) * inner;
-                for j in 0..inner {
-                    let (x, y) = f(base + j, ch, o * inner + j);
-                    a += x;
-                    b += y;
-                }
-            }
-            (a, b)
-        })
-        .into_iter()
-        .unzip()
-    }
-}
-
-/// `n` values `f(u)`, u uniform in [0, 1), from the global seeded stream (mx.random.seed):
-/// chunk k of `par::CHUNK` values comes from its own position of the draw, as in
-/// `tensor::random`, so the result does not depend on the thread count.
-pub(crate) fn seeded_uniform(n: usize, f: impl Fn(f32) -> f32 + Sync + Send) -> Vec<f32> {
-    let key = random::next_key();
-    let mut out = vec![0.0f32; n];
-    par::for_each_chunk_mut(&mut out, |start, chunk| {
-        for (k, sub) in chunk.chunks_mut(par::CHUNK).enumerate() {
-            let mut rng = random::chunk_rng(key, start / par::CHUNK + k);
-            sub.iter_mut().for_each(|v| *v = f(rng.gen::<f32>()));
-        }
-    });
-    out
-}
-
 /// Checks that a per-channel input holds `c` values (shape inference guarantees it for bound
 /// graphs; direct calls get an error instead of a panic).
 fn per_channel<'a>(a: &'a NDArray, c: usize, op: &str, node: &str, arg: &str) -> Result<&'a [f32]> {
@@ -227,15 +166,6 @@ fn per_channel<'a>(a: &'a NDArray, c: usize, op: &str, node: &str, arg: &str) ->
 
 fn f32_vec(v: &[f64]) -> Vec<f32> {
     v.iter().map(|&x| x as f32).collect()
-}
-
-/// 1/sqrt(var + eps); MXNet's guard gives 0 for a zero variance with eps = 0.
-fn inv_std(var: f64, eps: f64) -> f64 {
-    if var == 0.0 && eps == 0.0 {
-        0.0
-    } else {
-        1.0 / (var + eps).sqrt()
-    }
 }
 
 #[derive(Debug)]
@@ -365,17 +295,7 @@ impl Operator for BatchNorm {
             })
             .collect();
         let mean32 = f32_vec(&mean);
-        let mut out = vec![0.0f32; x.len()];
-        par::for_each_row_mut(&mut out, c * inner, |o, row| {
-            let xr = &x[o * c * inner..(o + 1) * c * inner];
-            for ch in 0..c {
-                let (mu, s, b) = (mean32[ch], scale[ch], beta[ch]);
-                let r = ch * inner..(ch + 1) * inner;
-                for (y, &v) in row[r.clone()].iter_mut().zip(&xr[r]) {
-                    *y = (v - mu) * s + b;
-                }
-            }
-        });
+        let out = norm::per_channel_affine(x, dims, &mean32, &scale, beta);
         Ok(vec![
             NDArray::from_f32(shape, out)?,
             NDArray::from_f32(&[c], mean32)?,
@@ -434,17 +354,7 @@ impl Operator for BatchNorm {
                 }
             })
             .collect();
-        let mut dx = vec![0.0f32; x.len()];
-        par::for_each_row_mut(&mut dx, c * inner, |o, row| {
-            let span = o * c * inner..(o + 1) * c * inner;
-            let (gr, xr) = (&g[span.clone()], &x[span]);
-            for (ch, &(gm, k, iw)) in coef.iter().enumerate() {
-                let (mu, r) = (mean[ch], ch * inner..(ch + 1) * inner);
-                for ((d, &gv), &xv) in row[r.clone()].iter_mut().zip(&gr[r.clone()]).zip(&xr[r]) {
-                    *d = (gv - gm - (xv - mu) * k) * iw;
-                }
-            }
-        });
+        let dx = norm::batch_norm_dx(g, x, dims, &mean, &coef);
         let dgamma: Vec<f32> = (0..c)
             .map(|ch| {
                 if self.fix_gamma {
@@ -549,25 +459,9 @@ impl Operator for LayerNorm {
         let x = inputs[0].f32s(op)?;
         let gamma = per_channel(&inputs[1], n, op, node, "gamma")?;
         let beta = per_channel(&inputs[2], n, op, node, "beta")?;
-        // Mean and std = sqrt(var + eps) of every slice along the axis, in f64.
-        let stats: Vec<(f32, f32)> = par::map_indices(outer * inner, x.len(), |p| {
-            let base = (p / inner) * n * inner + p % inner;
-            let at = |k: usize| x[base + k * inner] as f64;
-            let mean = (0..n).map(at).sum::<f64>() / n.max(1) as f64;
-            let var = (0..n).map(|k| (at(k) - mean).powi(2)).sum::<f64>() / n.max(1) as f64;
-            (mean as f32, (var + self.eps).sqrt() as f32)
-        });
-        let mut out = vec![0.0f32; x.len()];
-        par::for_each_row_mut(&mut out, n * inner, |o, block| {
-            let xb = &x[o * n * inner..(o + 1) * n * inner];
-            for k in 0..n {
-                for j in 0..inner {
-                    let (mu, sd) = stats[o * inner + j];
-                    let i = k * inner + j;
-                    block[i] = (xb[i] - mu) / sd * gamma[k] + beta[k];
-                }
-            }
-        });
+        let dims = (outer, n, inner);
+        let stats = norm::slice_mean_std(x, dims, self.eps);
+        let out = norm::layer_norm_apply(x, dims, &stats, gamma, beta);
         let mut stat_shape = shape.to_vec();
         stat_shape[axis] = 1;
         let (mean, std): (Vec<f32>, Vec<f32>) = stats.into_iter().unzip();
@@ -591,7 +485,7 @@ impl Operator for LayerNorm {
         let (op, node) = ("LayerNorm", ctx.node);
         let shape = inputs[0].shape();
         let axis = self.axis(node, shape.len())?;
-        let dims @ (_, n, inner) = axis_dims(shape, axis);
+        let dims @ (_, n, _) = axis_dims(shape, axis);
         let x = inputs[0].f32s(op)?;
         let g = out_grads[0].f32s(op)?;
         let gamma = per_channel(&inputs[1], n, op, node, "gamma")?;
@@ -605,25 +499,7 @@ impl Operator for LayerNorm {
                 mean.len(),
             ));
         }
-        let mut dx = vec![0.0f32; x.len()];
-        par::for_each_row_mut(&mut dx, n * inner, |o, block| {
-            let base = o * n * inner;
-            for j in 0..inner {
-                let (mu, sd) = (mean[o * inner + j], std[o * inner + j]);
-                let (mut a, mut b) = (0.0f64, 0.0f64);
-                for (k, &w) in gamma.iter().enumerate() {
-                    let i = base + k * inner + j;
-                    let gg = (g[i] * w) as f64;
-                    a += gg;
-                    b += gg * ((x[i] - mu) / sd) as f64;
-                }
-                let (a, b) = ((a / n as f64) as f32, (b / n as f64) as f32);
-                for (k, &w) in gamma.iter().enumerate() {
-                    let i = base + k * inner + j;
-                    block[k * inner + j] = (g[i] * w - a - (x[i] - mu) / sd * b) / sd;
-                }
-            }
-        });
+        let dx = norm::layer_norm_dx(g, x, dims, mean, std, gamma);
         let (dgamma, dbeta) = channel_sums2(dims, |i, _, p| {
             ((g[i] * (x[i] - mean[p]) / std[p]) as f64, g[i] as f64)
         });
@@ -718,12 +594,7 @@ impl Operator for Dropout {
             broadcast_to(&NDArray::from_f32(&ms, draw)?, shape)?
         };
         let m = mask.f32s("Dropout: mask")?;
-        let mut out = vec![0.0f32; x.len()];
-        par::for_each_chunk_mut(&mut out, |start, chunk| {
-            for (i, o) in chunk.iter_mut().enumerate() {
-                *o = x[start + i] * m[start + i];
-            }
-        });
+        let out = binary::binary(BinaryOp::Mul, x, &[x.len()], m, &[m.len()])?.1;
         Ok(vec![NDArray::from_f32(shape, out)?, mask])
     }
 
@@ -740,39 +611,7 @@ impl Operator for Dropout {
         }
         let g = out_grads[0].f32s("Dropout: output gradient")?;
         let m = outputs[1].f32s("Dropout: mask")?;
-        let mut dx = vec![0.0f32; g.len()];
-        par::for_each_chunk_mut(&mut dx, |start, chunk| {
-            for (i, d) in chunk.iter_mut().enumerate() {
-                *d = g[start + i] * m[start + i];
-            }
-        });
+        let dx = binary::binary(BinaryOp::Mul, g, &[g.len()], m, &[m.len()])?.1;
         Ok(vec![Some(NDArray::from_f32(out_grads[0].shape(), dx)?)])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn channel_sums_same_for_both_partitions() {
-        // (outer 3, c 2, inner 1) and the same numbers as (1, 2, 3) per channel transposed.
-        let x = [1.0f32, 10.0, 2.0, 20.0, 3.0, 30.0];
-        let (a, b) = channel_sums2((3, 2, 1), |i, _, _| (x[i] as f64, 1.0));
-        assert_eq!(a, vec![6.0, 60.0]);
-        assert_eq!(b, vec![3.0, 3.0]);
-        let y = [1.0f32, 2.0, 3.0, 10.0, 20.0, 30.0];
-        let (a, _) = channel_sums2((1, 2, 3), |i, _, _| (y[i] as f64, 0.0));
-        assert_eq!(a, vec![6.0, 60.0]);
-        // Many rows (several groups) still sum exactly.
-        let n = par::CHUNK * 3 + 5;
-        let (a, _) = channel_sums2((n, 2, 1), |_, ch, _| (ch as f64, 0.0));
-        assert_eq!(a, vec![0.0, n as f64]);
-    }
-
-    #[test]
-    fn inv_std_guard() {
-        assert_eq!(inv_std(0.0, 0.0), 0.0);
-        assert!((inv_std(3.0, 1.0) - 0.5).abs() < 1e-12);
     }
 }

@@ -7,7 +7,7 @@
 
 use super::{DType, NDArray};
 use crate::error::{Error, Result};
-use crate::kernels::par::CHUNK;
+use crate::kernels::par::{self, CHUNK};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal, Uniform};
@@ -113,6 +113,21 @@ pub fn normal(loc: f64, scale: f64, shape: &[usize], dtype: DType) -> Result<NDA
         ));
     }
     NDArray::from_f64_slice(shape, &sample_f64(shape.iter().product(), &d), dtype)
+}
+
+/// `n` values `f(u)`, u uniform in [0, 1), from the global seeded stream (mx.random.seed):
+/// chunk k of `par::CHUNK` values comes from its own position of the draw, as in
+/// `tensor::random`, so the result does not depend on the thread count.
+pub(crate) fn seeded_uniform(n: usize, f: impl Fn(f32) -> f32 + Sync + Send) -> Vec<f32> {
+    let key = next_key();
+    let mut out = vec![0.0f32; n];
+    par::for_each_chunk_mut(&mut out, |start, chunk| {
+        for (k, sub) in chunk.chunks_mut(par::CHUNK).enumerate() {
+            let mut rng = chunk_rng(key, start / par::CHUNK + k);
+            sub.iter_mut().for_each(|v| *v = f(rng.gen::<f32>()));
+        }
+    });
+    out
 }
 
 #[cfg(test)]
