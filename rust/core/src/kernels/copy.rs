@@ -149,6 +149,52 @@ pub fn strided_scatter<T: Element>(g: &[T], shape: &[usize], r: &[AxisRange]) ->
     out
 }
 
+/// Rows `rows[i]` of the row-major table `table` (rows of `d` values), one after another; an
+/// index past the table leaves its row zero (callers check indices first).
+pub fn gather_rows<T: Copy + Default + Send + Sync>(
+    table: &[T],
+    d: usize,
+    rows: &[usize],
+) -> Vec<T> {
+    let mut out = vec![T::default(); rows.len() * d];
+    par::for_each_row_mut(&mut out, d, |i, dst| {
+        let r = rows[i] * d;
+        if let Some(src) = table.get(r..r + d) {
+            dst.copy_from_slice(src);
+        }
+    });
+    out
+}
+
+/// The transpose of [`gather_rows`] for gradients: a `(k, d)` table where row `r` sums the
+/// rows `i` of `g` with `rows[i] == r`. Positions are grouped by row (a stable counting sort)
+/// and each row adds its positions in position order: parallel over rows, and the same sum
+/// order at any thread count.
+pub fn scatter_add_rows(g: &[f32], d: usize, rows: &[usize], k: usize) -> Vec<f32> {
+    let mut start = vec![0usize; k + 1];
+    for &r in rows.iter().filter(|&&r| r < k) {
+        start[r + 1] += 1;
+    }
+    for i in 0..k {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut order = vec![0usize; start[k]];
+    for (pos, &r) in rows.iter().enumerate().filter(|(_, &r)| r < k) {
+        order[fill[r]] = pos;
+        fill[r] += 1;
+    }
+    let mut dw = vec![0.0f32; k * d];
+    par::for_each_row_mut(&mut dw, d, |r, dst| {
+        for &pos in &order[start[r]..start[r + 1]] {
+            if let Some(src) = g.get(pos * d..(pos + 1) * d) {
+                dst.iter_mut().zip(src).for_each(|(a, b)| *a += b);
+            }
+        }
+    });
+    dw
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +214,20 @@ mod tests {
             vec![1, 2, 5, 3, 4, 6]
         );
         assert_eq!(place_range(&[7, 8], 2, 3, 1, 2, 1), vec![0, 0, 7, 0, 0, 8]);
+    }
+
+    #[test]
+    fn gather_and_scatter_rows_are_transposes() {
+        let table = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]; // 3 rows of 2
+        assert_eq!(
+            gather_rows(&table, 2, &[2, 0, 2]),
+            vec![5.0, 6.0, 1.0, 2.0, 5.0, 6.0]
+        );
+        let g = [1.0f32, 1.0, 10.0, 10.0, 100.0, 100.0];
+        assert_eq!(
+            scatter_add_rows(&g, 2, &[2, 0, 2], 3),
+            vec![10.0, 10.0, 0.0, 0.0, 101.0, 101.0]
+        );
     }
 
     #[test]

@@ -67,6 +67,30 @@ pub fn axis_dims(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     (outer, n, inner)
 }
 
+/// `out[i] = f([a_0[i], …, a_K-1[i]])` over `K` slices of one length: [`map_n`] for the common
+/// case of same-shape contiguous operands.
+pub fn zip_map<T, const K: usize, F>(ins: [&[T]; K], f: F) -> Result<Vec<T>>
+where
+    T: Copy + Default + Send + Sync,
+    F: Fn([T; K]) -> T + Sync + Send,
+{
+    let n = ins.first().map_or(0, |a| a.len());
+    if let Some(bad) = ins.iter().find(|a| a.len() != n) {
+        return Err(Error::Msg(format!(
+            "internal: zip_map operands of {n} and {} values",
+            bad.len()
+        )));
+    }
+    map_n(
+        &[n],
+        ins.map(|data| Operand {
+            data,
+            strides: &[1],
+        }),
+        f,
+    )
+}
+
 /// One operand of [`map_n`]: its values and its strides in the output's index space (one per
 /// output axis; 0 where the operand is repeated).
 #[derive(Clone, Copy, Debug)]

@@ -168,6 +168,43 @@ pub(crate) fn softmax_backward(
     dx
 }
 
+/// Cross-entropy gradient of softmax outputs `out` (an (outer, n, inner) layout, one label per
+/// outer·inner position): (out − target)·scale, target the (smoothed) one-hot of the label cast
+/// to int like MXNet; positions whose label equals `ignore` get 0. Labels out of range subtract
+/// nothing (MXNet compares every class with the label).
+pub(crate) fn softmax_ce_grad(
+    out: &[f32],
+    label: &[f32],
+    (_, n, inner): (usize, usize, usize),
+    scale: f32,
+    alpha: f32,
+    ignore: Option<i64>,
+) -> Vec<f32> {
+    let mut dx = vec![0.0f32; out.len()];
+    let (on, off) = if alpha > 0.0 && n > 1 {
+        (1.0 - alpha, alpha / (n - 1) as f32)
+    } else {
+        (1.0, 0.0)
+    };
+    let block = n * inner;
+    par::for_each_row_mut(&mut dx, block, |o, db| {
+        let ob = &out[o * block..(o + 1) * block];
+        for j in 0..inner {
+            let k = label.get(o * inner + j).map_or(-1, |&l| l as i64);
+            if ignore == Some(k) {
+                (0..n).for_each(|c| db[c * inner + j] = 0.0);
+                continue;
+            }
+            for c in 0..n {
+                let i = c * inner + j;
+                let t = if c as i64 == k { on } else { off };
+                db[i] = (ob[i] - t) * scale;
+            }
+        }
+    });
+    dx
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

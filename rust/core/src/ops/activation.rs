@@ -5,9 +5,8 @@ use super::elemwise::{unary_fn, Unary};
 use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
-use crate::kernels::map::axis_dims;
+use crate::kernels::map::{axis_dims, map_n, zip_map, Operand};
 use crate::kernels::norm::channel_sums2;
-use crate::kernels::par;
 use crate::tensor::random::seeded_uniform;
 use crate::tensor::NDArray;
 use std::sync::Arc;
@@ -235,6 +234,16 @@ impl LeakyReLU {
     }
 }
 
+/// An (outer, c, inner) layout as a 3-D view for [`map_n`]: the view, the strides of the
+/// contiguous data and those of a per-channel operand (repeated over outer and inner).
+fn channel_view((outer, c, inner): (usize, usize, usize)) -> ([usize; 3], [usize; 3], [usize; 3]) {
+    ([outer, c, inner], [c * inner, inner, 1], [0, 1, 0])
+}
+
+fn operand<'a>(data: &'a [f32], strides: &'a [usize]) -> Operand<'a, f32> {
+    Operand { data, strides }
+}
+
 impl Operator for LeakyReLU {
     fn arguments(&self) -> Vec<String> {
         if self.act == Act::PReLU {
@@ -282,21 +291,19 @@ impl Operator for LeakyReLU {
     ) -> Result<Vec<NDArray>> {
         let shape = inputs[0].shape();
         let x = inputs[0].f32s("LeakyReLU: data")?;
-        let mut out = vec![0.0f32; x.len()];
         let mut extra = Vec::new();
-        match self.act {
+        let out = match self.act {
             Act::PReLU => {
-                let (_, c, inner) = Self::channel_dims(shape);
+                let dims @ (_, c, _) = Self::channel_dims(shape);
                 let gamma = self.prelu_slopes(ctx.node, &inputs[1], c)?;
-                par::for_each_row_mut(&mut out, c * inner, |o, block| {
-                    let xb = &x[o * c * inner..(o + 1) * c * inner];
-                    for (ch, &s) in gamma.iter().enumerate() {
-                        let r = ch * inner..(ch + 1) * inner;
-                        for (y, &v) in block[r.clone()].iter_mut().zip(&xb[r]) {
-                            *y = if v > 0.0 { v } else { s * v };
-                        }
+                let (view, xs, gs) = channel_view(dims);
+                map_n(&view, [operand(x, &xs), operand(&gamma, &gs)], |[v, s]| {
+                    if v > 0.0 {
+                        v
+                    } else {
+                        s * v
                     }
-                });
+                })?
             }
             Act::RReLU => {
                 let slopes = if ctx.is_train {
@@ -305,20 +312,12 @@ impl Operator for LeakyReLU {
                 } else {
                     vec![(self.lower + self.upper) / 2.0; x.len()]
                 };
-                par::for_each_chunk_mut(&mut out, |start, chunk| {
-                    for (i, y) in chunk.iter_mut().enumerate() {
-                        let v = x[start + i];
-                        *y = if v > 0.0 { v } else { slopes[start + i] * v };
-                    }
-                });
+                let out = zip_map([x, &slopes], |[v, s]| if v > 0.0 { v } else { s * v })?;
                 extra.push(NDArray::from_f32(shape, slopes)?);
+                out
             }
-            _ => par::for_each_chunk_mut(&mut out, |start, chunk| {
-                for (y, &v) in chunk.iter_mut().zip(&x[start..]) {
-                    *y = self.value(v);
-                }
-            }),
-        }
+            _ => zip_map([x], |[v]| self.value(v))?,
+        };
         let mut outs = vec![NDArray::from_f32(shape, out)?];
         outs.extend(extra);
         Ok(outs)
@@ -336,23 +335,16 @@ impl Operator for LeakyReLU {
         let x = inputs[0].f32s("LeakyReLU: data")?;
         let y = outputs[0].f32s("LeakyReLU: output")?;
         let g = out_grads[0].f32s("LeakyReLU: output gradient")?;
-        let mut dx = vec![0.0f32; x.len()];
-        match self.act {
+        let dx = match self.act {
             Act::PReLU => {
-                let dims @ (_, c, inner) = Self::channel_dims(shape);
+                let dims @ (_, c, _) = Self::channel_dims(shape);
                 let gamma = self.prelu_slopes(ctx.node, &inputs[1], c)?;
-                par::for_each_row_mut(&mut dx, c * inner, |o, block| {
-                    let span = o * c * inner..(o + 1) * c * inner;
-                    let (xb, gb) = (&x[span.clone()], &g[span]);
-                    for (ch, &s) in gamma.iter().enumerate() {
-                        let r = ch * inner..(ch + 1) * inner;
-                        for ((d, &v), &gv) in
-                            block[r.clone()].iter_mut().zip(&xb[r.clone()]).zip(&gb[r])
-                        {
-                            *d = if v > 0.0 { gv } else { s * gv };
-                        }
-                    }
-                });
+                let (view, xs, gs) = channel_view(dims);
+                let dx = map_n(
+                    &view,
+                    [operand(x, &xs), operand(g, &xs), operand(&gamma, &gs)],
+                    |[v, gv, s]| if v > 0.0 { gv } else { s * gv },
+                )?;
                 // d gamma[c] = Σ over x ≤ 0 of g·x (summed over everything for a (1,) gamma).
                 let (per_c, _) = channel_sums2(dims, |i, _, _| {
                     if x[i] > 0.0 {
@@ -376,20 +368,13 @@ impl Operator for LeakyReLU {
                     .get(1)
                     .ok_or_else(|| Error::Msg("internal: LeakyReLU rrelu without mask".into()))?
                     .f32s("LeakyReLU: mask")?;
-                par::for_each_chunk_mut(&mut dx, |start, chunk| {
-                    for (k, d) in chunk.iter_mut().enumerate() {
-                        let i = start + k;
-                        *d = if y[i] > 0.0 { g[i] } else { slopes[i] * g[i] };
-                    }
-                });
+                zip_map(
+                    [y, g, slopes],
+                    |[yv, gv, s]| if yv > 0.0 { gv } else { s * gv },
+                )?
             }
-            _ => par::for_each_chunk_mut(&mut dx, |start, chunk| {
-                for (k, d) in chunk.iter_mut().enumerate() {
-                    let i = start + k;
-                    *d = g[i] * self.derivative(x[i], y[i]);
-                }
-            }),
-        }
+            _ => zip_map([x, y, g], |[xv, yv, gv]| gv * self.derivative(xv, yv))?,
+        };
         Ok(vec![Some(NDArray::from_f32(shape, dx)?)])
     }
 }

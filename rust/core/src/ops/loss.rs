@@ -5,8 +5,8 @@
 use super::params::{param, ParamKind::*};
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
-use crate::kernels::par;
-use crate::kernels::softmax::softmax_forward;
+use crate::kernels::map::zip_map;
+use crate::kernels::softmax::{softmax_ce_grad, softmax_forward};
 use crate::tensor::NDArray;
 use std::sync::Arc;
 
@@ -202,43 +202,6 @@ impl SoftmaxOutput {
     }
 }
 
-/// Cross-entropy gradient of softmax outputs `out` (an (outer, n, inner) layout, one label per
-/// outer·inner position): (out − target)·scale, target the (smoothed) one-hot of the label cast
-/// to int like MXNet; positions whose label equals `ignore` get 0. Labels out of range subtract
-/// nothing (MXNet compares every class with the label).
-fn softmax_ce_grad(
-    out: &[f32],
-    label: &[f32],
-    (_, n, inner): (usize, usize, usize),
-    scale: f32,
-    alpha: f32,
-    ignore: Option<i64>,
-) -> Vec<f32> {
-    let mut dx = vec![0.0f32; out.len()];
-    let (on, off) = if alpha > 0.0 && n > 1 {
-        (1.0 - alpha, alpha / (n - 1) as f32)
-    } else {
-        (1.0, 0.0)
-    };
-    let block = n * inner;
-    par::for_each_row_mut(&mut dx, block, |o, db| {
-        let ob = &out[o * block..(o + 1) * block];
-        for j in 0..inner {
-            let k = label.get(o * inner + j).map_or(-1, |&l| l as i64);
-            if ignore == Some(k) {
-                (0..n).for_each(|c| db[c * inner + j] = 0.0);
-                continue;
-            }
-            for c in 0..n {
-                let i = c * inner + j;
-                let t = if c as i64 == k { on } else { off };
-                db[i] = (ob[i] - t) * scale;
-            }
-        }
-    });
-    dx
-}
-
 impl Operator for SoftmaxOutput {
     fn arguments(&self) -> Vec<String> {
         vec!["data".into(), "label".into()]
@@ -300,14 +263,8 @@ impl Operator for SoftmaxOutput {
         let shape = outputs[0].shape();
         let mut dx = if inputs[1].shape() == shape {
             // Probability labels: no normalisation (MXNet's branch for label.shape == out.shape).
-            let mut dx = vec![0.0f32; out.len()];
             let s = self.grad_scale;
-            par::for_each_chunk_mut(&mut dx, |start, chunk| {
-                for (i, d) in chunk.iter_mut().enumerate() {
-                    *d = (out[start + i] - label[start + i]) * s;
-                }
-            });
-            dx
+            zip_map([out, label], |[o, t]| (o - t) * s)?
         } else {
             let dims = self.dims(shape);
             let (outer, _, inner) = dims;
@@ -431,12 +388,7 @@ impl Operator for Regression {
             return Ok(vec![inputs[0].clone()]);
         }
         let x = inputs[0].f32s(self.op)?;
-        let mut y = vec![0.0f32; x.len()];
-        par::for_each_chunk_mut(&mut y, |start, chunk| {
-            for (o, &v) in chunk.iter_mut().zip(&x[start..]) {
-                *o = 1.0 / (1.0 + (-v).exp());
-            }
-        });
+        let y = zip_map([x], |[v]| 1.0 / (1.0 + (-v).exp()))?;
         Ok(vec![NDArray::from_f32(inputs[0].shape(), y)?])
     }
 
@@ -462,22 +414,19 @@ impl Operator for Regression {
         let per_sample = per(label.len(), inputs[1].shape().first().copied().unwrap_or(1));
         let s = self.grad_scale / per_sample.max(1) as f32;
         let mae = self.kind == RegKind::Mae;
-        let mut dx = vec![0.0f32; out.len()];
-        par::for_each_chunk_mut(&mut dx, |start, chunk| {
-            for (i, d) in chunk.iter_mut().enumerate() {
-                let diff = out[start + i] - label[start + i];
-                *d = if mae {
-                    // MXNet's minus_sign: 1 if out > label, else −1 (also at 0).
-                    if diff > 0.0 {
-                        s
-                    } else {
-                        -s
-                    }
+        let dx = zip_map([out, label], |[o, t]| {
+            let diff = o - t;
+            if mae {
+                // MXNet's minus_sign: 1 if out > label, else −1 (also at 0).
+                if diff > 0.0 {
+                    s
                 } else {
-                    diff * s
-                };
+                    -s
+                }
+            } else {
+                diff * s
             }
-        });
+        })?;
         Ok(vec![Some(NDArray::from_f32(outputs[0].shape(), dx)?), None])
     }
 

@@ -1,7 +1,7 @@
 //! `Embedding`: rows of a weight table picked by index.
 
 use crate::error::{Error, Result};
-use crate::kernels::par;
+use crate::kernels::copy::{gather_rows, scatter_add_rows};
 use crate::ops::params::Params;
 use crate::ops::{check_or_fill, known, MaybeShape, OpCtx, Operator};
 use crate::tensor::{DType, NDArray};
@@ -114,13 +114,7 @@ impl Operator for Embedding {
         let rows = self.rows(ctx.node, x.f32s("Embedding: data")?)?;
         let ws = w.f32s("Embedding: weight")?;
         let d = self.output_dim;
-        let mut out = vec![0.0f32; rows.len() * d];
-        par::for_each_row_mut(&mut out, d, |i, dst| {
-            let r = rows[i] * d;
-            if let Some(src) = ws.get(r..r + d) {
-                dst.copy_from_slice(src);
-            }
-        });
+        let out = gather_rows(ws, d, &rows);
         let mut s = x.shape().to_vec();
         s.push(d);
         Ok(vec![NDArray::from_f32(&s, out)?])
@@ -137,30 +131,7 @@ impl Operator for Embedding {
         let rows = self.rows(ctx.node, inputs[0].f32s("Embedding: data")?)?;
         let g = out_grads[0].f32s("Embedding: output gradient")?;
         let (k, d) = (self.input_dim, self.output_dim);
-        // Group the positions by weight row (a stable counting sort), then let each row add its
-        // positions' gradients in position order: parallel over rows, and the same sum order
-        // at any thread count.
-        let mut start = vec![0usize; k + 1];
-        for &r in &rows {
-            start[r + 1] += 1;
-        }
-        for i in 0..k {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut order = vec![0usize; rows.len()];
-        for (pos, &r) in rows.iter().enumerate() {
-            order[fill[r]] = pos;
-            fill[r] += 1;
-        }
-        let mut dw = vec![0.0f32; k * d];
-        par::for_each_row_mut(&mut dw, d, |r, dst| {
-            for &pos in &order[start[r]..start[r + 1]] {
-                if let Some(src) = g.get(pos * d..(pos + 1) * d) {
-                    dst.iter_mut().zip(src).for_each(|(a, b)| *a += b);
-                }
-            }
-        });
+        let dw = scatter_add_rows(g, d, &rows, k);
         Ok(vec![None, Some(NDArray::from_f32(&[k, d], dw)?)])
     }
 }
