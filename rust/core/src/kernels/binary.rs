@@ -4,6 +4,7 @@
 //! both compute here, in the operands' own dtype (float16 rounds once per operation).
 
 use super::map::{broadcast_shape, broadcast_strides, map_n, Operand};
+use super::par;
 use crate::error::Result;
 use crate::tensor::Element;
 
@@ -130,6 +131,24 @@ pub fn scalar<T: Element>(op: BinaryOp, a: &[T], s: T, reverse: bool) -> Result<
         (_, false) => map_n(&shape, ins, |[x]| op.apply(x, s)),
         (_, true) => map_n(&shape, ins, |[x]| op.apply(s, x)),
     }
+}
+
+/// The slices summed element by element in slice order (`add_n`): the same bits at any
+/// thread count. All slices have the first one's length.
+pub fn sum_in_order<T: Element>(xs: &[&[T]]) -> Vec<T> {
+    let Some(first) = xs.first() else {
+        return vec![];
+    };
+    let mut out = first.to_vec();
+    par::for_each_chunk_mut(&mut out, |start, chunk| {
+        let end = start + chunk.len();
+        for x in &xs[1..] {
+            for (o, &v) in chunk.iter_mut().zip(&x[start..end]) {
+                *o = o.add(v);
+            }
+        }
+    });
+    out
 }
 
 #[cfg(test)]

@@ -195,6 +195,19 @@ pub fn scatter_add_rows(g: &[f32], d: usize, rows: &[usize], k: usize) -> Vec<f3
     dw
 }
 
+/// One row of `depth` values per index: `on` at the index, `off` elsewhere. Like MXNet, each
+/// index is cast to int (truncating) and an index outside [0, depth) leaves its row at `off`.
+pub fn one_hot_rows(indices: &[f32], depth: usize, on: f32, off: f32) -> Vec<f32> {
+    let mut out = vec![off; indices.len() * depth];
+    par::for_each_row_mut(&mut out, depth, |r, row| {
+        let j = indices.get(r).map_or(-1, |&v| v as i64);
+        if j >= 0 && (j as usize) < row.len() {
+            row[j as usize] = on;
+        }
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

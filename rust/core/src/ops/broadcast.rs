@@ -8,7 +8,7 @@ use super::{data, known, same_dtype, same_shape, MaybeShape, OpCtx, OpDef, Opera
 use crate::error::{Error, Result};
 use crate::kernels::binary::{self, BinaryOp};
 use crate::kernels::map::{broadcast_shape, broadcast_strides, contiguous_strides, map_n, Operand};
-use crate::kernels::{par, reduce};
+use crate::kernels::reduce;
 use crate::tensor::{Element, NDArray, Storable};
 use crate::with_dtype;
 use std::sync::Arc;
@@ -407,16 +407,7 @@ impl AddN {
             .enumerate()
             .map(|(i, x)| data::<T>(x, "add_n", &format!("arg{i}")))
             .collect::<Result<Vec<_>>>()?;
-        let mut out = vec![T::zero(); xs.first().map_or(0, |x| x.len())];
-        par::for_each_chunk_mut(&mut out, |start, chunk| {
-            let end = start + chunk.len();
-            chunk.copy_from_slice(&xs[0][start..end]);
-            for x in &xs[1..] {
-                for (o, &v) in chunk.iter_mut().zip(&x[start..end]) {
-                    *o = o.add(v);
-                }
-            }
-        });
+        let out = binary::sum_in_order(&xs);
         Ok(out)
     }
 }

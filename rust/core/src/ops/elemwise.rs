@@ -7,9 +7,9 @@
 use super::params::ParamDef;
 use super::{MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::Result;
-use crate::kernels::par;
+use crate::kernels::map::zip_map;
 pub use crate::kernels::unary::{unary_fn, UnaryFn};
-use crate::tensor::{DType, NDArray, Storable};
+use crate::tensor::{DType, NDArray};
 use crate::with_dtype;
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ pub fn map_unary(x: &NDArray, u: &UnaryFn, what: &str) -> Result<NDArray> {
         DType::Float64 => NDArray::from_vec(x.shape(), u.map_f64(x.values(what)?)),
         dt => match u.int {
             Some(rule) if !dt.is_float() => with_dtype!(dt, T => {
-                NDArray::from_vec(x.shape(), int_map::<T>(x.values(what)?, |v| rule.apply(v)))
+                NDArray::from_vec(x.shape(), zip_map([x.values::<T>(what)?], |[v]| rule.apply(v))?)
             }),
             _ => Ok(map_unary(&x.astype(DType::Float32), u, what)?.astype(dt)),
         },
@@ -55,17 +55,6 @@ pub fn unary_grad(
             }
         },
     }
-}
-
-/// `f` over an integer slice, in parallel chunks.
-fn int_map<T: Storable>(xs: &[T], f: impl Fn(T) -> T + Sync + Send) -> Vec<T> {
-    let mut out = vec![T::default(); xs.len()];
-    par::for_each_chunk_mut(&mut out, |start, chunk| {
-        for (o, &v) in chunk.iter_mut().zip(&xs[start..]) {
-            *o = f(v);
-        }
-    });
-    out
 }
 
 /// An operator applying one `UnaryFn`.

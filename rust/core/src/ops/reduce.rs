@@ -4,8 +4,8 @@
 use super::params::{param, ParamDef, ParamKind::*};
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
+use crate::kernels::copy::one_hot_rows;
 use crate::kernels::map::{broadcast_strides, contiguous_strides, map_n, Operand};
-use crate::kernels::par;
 use crate::kernels::reduce::{reduce, ReduceOp};
 use crate::tensor::reduce::arg_reduce;
 use crate::tensor::{DType, NDArray, Storable};
@@ -445,16 +445,7 @@ impl Operator for OneHot {
         let ind = &inputs[0];
         let idx = ind.f32s("one_hot: indices")?;
         let depth = self.depth;
-        let mut out = vec![self.off; idx.len() * depth];
-        let on = self.on;
-        // MXNet casts each index to int (truncating) and leaves rows of indices outside
-        // [0, depth) at off_value.
-        par::for_each_row_mut(&mut out, depth, |r, row| {
-            let j = idx.get(r).map_or(-1, |&v| v as i64);
-            if j >= 0 && (j as usize) < row.len() {
-                row[j as usize] = on;
-            }
-        });
+        let out = one_hot_rows(idx, depth, self.on, self.off);
         let mut shape = ind.shape().to_vec();
         shape.push(depth);
         Ok(vec![NDArray::from_f32(&shape, out)?.astype(self.dtype)])
