@@ -41,13 +41,14 @@ class Module:
     """A Module value (made by ``module`` or ``load_checkpoint``). It is mutable like MXNet's
     Module: ``bind``, ``init_params``, ``forward``, ``update``… change it and return it."""
 
-    __slots__ = ("_h", "_monitor", "_opt", "_share", "_kv", "__weakref__")
+    __slots__ = ("_h", "_monitor", "_monitor_cb", "_opt", "_share", "_kv", "__weakref__")
 
     def __init__(self, handle):
         if not isinstance(handle, _native.ModuleHandle):
             raise TypeError("Module(...) wraps a core handle; build modules with mx.module.module(sym)")
         self._h = handle
         self._monitor = None
+        self._monitor_cb = None  # the core holds the monitor callback weakly: this keeps it
         self._opt = None
         self._share = None  # a _ShareGroup once bound with (or as) a shared_module
         self._kv = None  # a KVStore value given to init_optimizer, kept holding the params
@@ -601,8 +602,10 @@ def reshape(mod, data_shapes, label_shapes=None) -> Module:
 def _install(mod, mon):
     # The executors live in the core: the monitor's callback is installed on each of them
     # (op outputs); the core re-installs it after a rebind or reshape.
-    _native.mod_set_monitor(mod._h, None if mon is None else
-                            (lambda n, h: mon.stat_helper(n, NDArray(h))))
+    # The core holds the callback weakly (a reference hidden in Rust would keep the cycle
+    # module -> monitor -> callback -> module from ever being collected); the module keeps it.
+    mod._monitor_cb = None if mon is None else (lambda n, h: mon.stat_helper(n, NDArray(h)))
+    _native.mod_set_monitor(mod._h, mod._monitor_cb)
 
 
 def install_monitor(mod, monitor) -> Module:

@@ -16,12 +16,13 @@ class Executor:
     ``backward(exe, ...)``, ``outputs(exe)``, ``arg_dict(exe)``, … ; the methods of the same
     names are there for MXNet habits."""
 
-    __slots__ = ("_h", "ctx", "_monitor")
+    __slots__ = ("_h", "ctx", "_monitor", "_monitor_cb")
 
     def __init__(self, handle, ctx):
         self._h = handle
         self.ctx = ctx
         self._monitor = None
+        self._monitor_cb = None
 
     @property
     def outputs(self):
@@ -227,7 +228,9 @@ def aux_dict(exe):
 
 def set_monitor_callback(exe, f) -> Executor:
     """Calls ``f(name, array)`` with every op output after each forward (None removes it)."""
-    exe._h.set_monitor(None if f is None else (lambda n, h: f(n, NDArray(h))))
+    # Held weakly by the core (see module._install); the executor keeps the callback alive.
+    exe._monitor_cb = None if f is None else (lambda n, h: f(n, NDArray(h)))
+    exe._h.set_monitor(exe._monitor_cb)
     return exe
 
 

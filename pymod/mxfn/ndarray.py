@@ -153,7 +153,11 @@ class NDArray:
 
     def __repr__(self):
         shape = "x".join(str(d) for d in self.shape)
-        return f"\n{self._h.numpy()}\n<NDArray {shape} @{self.context}>"
+        try:
+            values = self._h.numpy()
+        except MXFNError:  # numpy cannot describe it (more than 32 axes, a huge empty array)
+            return f"<NDArray {shape} {self.dtype} @{self.context}>"
+        return f"\n{values}\n<NDArray {shape} @{self.context}>"
 
     def __getitem__(self, key):
         begin, end, step, drop = _index(self.shape, key)

@@ -33,8 +33,33 @@ pub fn from_numpy(arr: &Bound<'_, PyAny>) -> PyResult<NDArray> {
     )))
 }
 
-/// A read-only numpy view of `a`'s values (no copy).
+/// numpy's limit on dimensions (NPY_MAXDIMS of numpy 1.x; numpy 2 takes more).
+const NUMPY_MAX_NDIM: usize = 32;
+
+/// Whether numpy can describe an array of `shape` with `itemsize`-byte elements: at most
+/// [`NUMPY_MAX_NDIM`] axes, and byte strides (the sizes of the axes, zero-length ones
+/// included, as numpy counts them) that fit an isize. Beyond either, handing the array to
+/// numpy would overflow its strides or panic.
+fn numpy_can_view(shape: &[usize], itemsize: usize) -> Result<(), String> {
+    if shape.len() > NUMPY_MAX_NDIM {
+        return Err(format!(
+            "{} dimensions; numpy takes at most {NUMPY_MAX_NDIM}",
+            shape.len()
+        ));
+    }
+    shape
+        .iter()
+        .try_fold(itemsize, |bytes, &d| bytes.checked_mul(d.max(1)))
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+        .map(|_| ())
+        .ok_or_else(|| format!("shape {shape:?}: too big for numpy (its byte strides overflow)"))
+}
+
+/// A read-only numpy view of `a`'s values (no copy). Arrays numpy cannot describe (more than
+/// 32 axes, a zero-size array with a huge axis) raise MXFNError.
 pub fn to_numpy<'py>(py: Python<'py>, a: &NDArray) -> PyResult<Bound<'py, PyAny>> {
+    numpy_can_view(a.shape(), a.dtype().size())
+        .map_err(|why| mxfn_err(format!("asnumpy: array of {why}")))?;
     let keep = Bound::new(py, Keepalive { array: a.clone() })?;
     let held = &keep.get().array;
     macro_rules! view {

@@ -7,7 +7,7 @@ use crate::io::IterHandle;
 use crate::metric::MetricHandle;
 use crate::nd::Handle;
 use crate::optim::OptHandle;
-use crate::sym::SymHandle;
+use crate::sym::{monitor_through, SymHandle};
 use mxfn_core::executor::GradReq;
 use mxfn_core::initializer::Initializer;
 use mxfn_core::io::{DataBatch, DataDesc};
@@ -16,6 +16,7 @@ use mxfn_core::module::{
 };
 use mxfn_core::{Context, DType, NDArray};
 use pyo3::prelude::*;
+use pyo3::types::PyWeakrefReference;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -553,27 +554,23 @@ fn mod_load_states(py: Python<'_>, h: &ModuleHandle, path: std::path::PathBuf) -
     })
 }
 
-/// Installs `f(name, array_handle)` as the monitor of every executor (None removes it). The
-/// callback takes the GIL while the pass holds the module's lock; that cannot deadlock because
+/// Installs `f(name, array_handle)` as the monitor of every executor (None removes it), held
+/// weakly: the Python module keeps `f` alive (see `sym::weak_monitor`). The callback takes the GIL while the pass holds the module's lock; that cannot deadlock because
 /// no binding waits for a module lock while holding the GIL ([`lock`]).
 #[pyfunction]
 #[pyo3(signature = (h, f))]
-fn mod_set_monitor(h: &ModuleHandle, f: Option<PyObject>) {
-    let factory = f.map(|f| {
-        let f = std::sync::Arc::new(f);
-        std::sync::Arc::new(move || {
-            let f = f.clone();
-            Box::new(move |name: &str, arr: &NDArray| {
-                Python::with_gil(|py| {
-                    // A failing monitor must not abort the pass (as in the executor binding).
-                    if let Err(e) = f.call1(py, (name, Handle { inner: arr.clone() })) {
-                        e.write_unraisable(py, None);
-                    }
-                })
-            }) as mxfn_core::executor::Monitor
-        }) as mxfn_core::module::MonitorFactory
-    });
+fn mod_set_monitor(py: Python<'_>, h: &ModuleHandle, f: Option<PyObject>) -> PyResult<()> {
+    let factory = match f {
+        Some(f) => {
+            // Only a weak reference is held (see `weak_monitor`); the caller keeps `f` alive.
+            let weak = Arc::new(PyWeakrefReference::new(f.bind(py))?.unbind());
+            Some(Arc::new(move || monitor_through(weak.clone()))
+                as mxfn_core::module::MonitorFactory)
+        }
+        None => None,
+    };
     h.lock().install_monitor(factory);
+    Ok(())
 }
 
 /// Registers the module functions on `mxfn._native`.

@@ -1,7 +1,7 @@
 //! NDArray bindings: the handle class and the functions `mxfn.nd` builds on.
 
 use crate::convert::{from_numpy, to_numpy};
-use crate::error::{core, mxfn_err};
+use crate::error::{core, mxfn_err, to_py};
 use mxfn_core::tensor::arith::{self, BinaryOp};
 use mxfn_core::tensor::params_file::{self, NdList};
 use mxfn_core::tensor::{linalg, random, reduce};
@@ -55,6 +55,23 @@ fn nd_from_numpy(arr: &Bound<'_, PyAny>) -> PyResult<Handle> {
 #[pyfunction]
 fn nd_full(py: Python<'_>, shape: Vec<usize>, value: f64, dt: &str) -> PyResult<Handle> {
     let d = dtype(dt)?;
+    // Checked before allocating: a shape whose byte size overflows (the zero-length axes
+    // counted as 1, as ndarray and numpy count them) is refused, not attempted.
+    let bytes = shape
+        .iter()
+        .try_fold(d.size(), |b, &n| b.checked_mul(n.max(1)))
+        .filter(|&b| b <= isize::MAX as usize);
+    if bytes.is_none() {
+        return Err(to_py(mxfn_core::Error::invalid(
+            "nd.full: shape",
+            format!(
+                "axes whose {} bytes per value multiply to at most {}",
+                d.size(),
+                isize::MAX
+            ),
+            format!("{shape:?}"),
+        )));
+    }
     core(py, "nd.full", || Ok(h(NDArray::full(&shape, value, d))))
 }
 

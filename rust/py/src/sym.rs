@@ -9,8 +9,10 @@ use mxfn_core::symbol::{self, json, InferredShapes, Symbol};
 use mxfn_core::{Context, DType, NDArray};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use pyo3::types::{PyWeakrefMethods, PyWeakrefReference};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// One node as Python sees it: (op name, node name, attrs, [(input node, output index)]).
@@ -392,21 +394,42 @@ impl ExeHandle {
             inner: Mutex::new(exe),
         })
     }
-    /// Installs `f(name, NDArrayHandle)` as the monitor (None removes it).
-    fn set_monitor(&self, f: Option<PyObject>) {
-        let cb: Option<mxfn_core::executor::Monitor> = f.map(|f| {
-            Box::new(move |name: &str, arr: &NDArray| {
-                Python::with_gil(|py| {
-                    // A failing monitor must not abort the pass: report it as Python does for
-                    // exceptions in callbacks it cannot propagate.
-                    if let Err(e) = f.call1(py, (name, nd(arr.clone()))) {
-                        e.write_unraisable(py, None);
-                    }
-                })
-            }) as mxfn_core::executor::Monitor
-        });
+    /// Installs `f(name, NDArrayHandle)` as the monitor (None removes it); held weakly (see
+    /// [`weak_monitor`]): the caller keeps `f` alive.
+    fn set_monitor(&self, py: Python<'_>, f: Option<PyObject>) -> PyResult<()> {
+        let cb: Option<mxfn_core::executor::Monitor> = match f {
+            Some(f) => Some(weak_monitor(f.bind(py))?),
+            None => None,
+        };
         lock(self).set_monitor(cb);
+        Ok(())
     }
+}
+
+/// A monitor callback calling `f(name, NDArrayHandle)` through a weak reference. A strong
+/// reference held in Rust would be invisible to Python's garbage collector, so the cycle
+/// module/executor → monitor → callback → module/executor could never be collected; the
+/// Python wrapper holds `f` instead, and once it is gone the callback does nothing. A failing
+/// callback must not abort the pass: it is reported as Python reports exceptions in callbacks
+/// it cannot propagate.
+pub(crate) fn weak_monitor(f: &Bound<'_, PyAny>) -> PyResult<mxfn_core::executor::Monitor> {
+    Ok(monitor_through(Arc::new(
+        PyWeakrefReference::new(f)?.unbind(),
+    )))
+}
+
+/// The monitor callback of [`weak_monitor`] over an existing weak reference (one per executor
+/// of a module, all sharing the reference).
+pub(crate) fn monitor_through(weak: Arc<Py<PyWeakrefReference>>) -> mxfn_core::executor::Monitor {
+    Box::new(move |name: &str, arr: &NDArray| {
+        Python::with_gil(|py| {
+            if let Some(f) = weak.bind(py).upgrade() {
+                if let Err(e) = f.call1((name, nd(arr.clone()))) {
+                    e.write_unraisable(py, None);
+                }
+            }
+        })
+    })
 }
 
 /// Registers the symbol, executor and operator functions.
