@@ -61,3 +61,14 @@ def test_an_executor_with_a_monitor_is_collected():
     del exe, mon
     gc.collect()
     assert dead() is None
+
+
+@pytest.mark.parametrize("call", [
+    lambda mod, p: m.save_checkpoint(mod, prefix=p, epoch=-1),
+    lambda mod, p: m.load_checkpoint(p, -1),
+])
+def test_a_negative_epoch_is_refused_by_name(call, tmp_path):
+    mod = m.init_params(m.bind(m.module(_net()), data_shapes=[("data", (4, 5))],
+                               label_shapes=[("softmax_label", (4,))]))
+    with pytest.raises(MXFNError, match=r'"epoch" must be >= 0, got -1'):
+        call(mod, str(tmp_path / "ck"))

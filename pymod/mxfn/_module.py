@@ -91,6 +91,12 @@ def _mod(fname, mod) -> Module:
     return mod
 
 
+def _check_epoch(fname, epoch):
+    # The file name is prefix-%04d: a negative epoch names no checkpoint MXNet writes.
+    if epoch < 0:
+        raise MXFNError(f'{fname}: option "epoch" must be >= 0, got {epoch}')
+
+
 def _owns(mod) -> Module:
     """Marks ``mod`` as holding its share group's newest parameters (after it changed them)."""
     if mod._share is not None:
@@ -662,6 +668,7 @@ def save_checkpoint(mod, opts=None, /, **kw) -> Module:
     """
     mod = _mod("save_checkpoint", mod)
     o = parse_opts("module.save_checkpoint", _SAVE_OPTS, opts, kw)
+    _check_epoch("module.save_checkpoint", o["epoch"])
     _native.mod_save_checkpoint(mod._h, o["prefix"], o["epoch"])
     if o["save_opt_states"]:
         save_optimizer_states(mod, "%s-%04d.states" % (o["prefix"], o["epoch"]))
@@ -707,6 +714,7 @@ def load_checkpoint(prefix=None, epoch=None, opts=None, /, **kw) -> Module:
     if epoch is not None:
         given["epoch"] = epoch
     o = parse_opts("module.load_checkpoint", _LOAD_OPTS, given, kw)
+    _check_epoch("module.load_checkpoint", o["epoch"])
     h = _native.mod_load(o["prefix"], o["epoch"], _names(fname, "data_names", o["data_names"]),
                          _names(fname, "label_names", o["label_names"]),
                          _contexts(fname, o["contexts"]), _workload(fname, o["workload_list"]),

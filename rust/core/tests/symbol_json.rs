@@ -408,3 +408,15 @@ fn damaged_files_never_panic() {
         }
     }
 }
+
+/// Dropping a graph does not recurse per node: a 200k-node chain would overflow the test
+/// thread's stack otherwise.
+#[test]
+fn dropping_a_deep_chain_does_not_overflow_the_stack() {
+    use mxfn_core::symbol::Symbol;
+    let mut s = Symbol::variable("x");
+    for _ in 0..200_000 {
+        s = Symbol::create("_plus_scalar", None, &[("scalar", "1")], vec![(None, s)]).unwrap();
+    }
+    drop(s);
+}

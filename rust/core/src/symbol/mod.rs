@@ -27,6 +27,20 @@ pub struct Node {
     mutations: AtomicU32,
 }
 
+impl Drop for Node {
+    /// Drops a deep graph without recursion: the inputs this node was the last owner of are
+    /// unlinked onto a work list first, so dropping a chain of 200k nodes cannot overflow the
+    /// stack (the default drop would recurse once per node).
+    fn drop(&mut self) {
+        let mut last_owned: Vec<Arc<Node>> = self.inputs.drain(..).map(|e| e.node).collect();
+        while let Some(node) = last_owned.pop() {
+            if let Some(mut node) = Arc::into_inner(node) {
+                last_owned.extend(node.inputs.drain(..).map(|e| e.node));
+            }
+        }
+    }
+}
+
 /// One output of a node, as an input of another: `[node, index, version]` in JSON.
 #[derive(Clone, Debug)]
 pub struct Entry {
