@@ -37,7 +37,16 @@ def test_multiple_keys_and_outs_structure():
     outs = [mx.nd.zeros(2, ctx=mx.cpu(0)), mx.nd.zeros(2, ctx=mx.cpu(1))]
     got = kv_ns.pull(kv, "a", outs)
     assert len(got) == 2 and [g.context for g in got] == [mx.cpu(0), mx.cpu(1)]
-    np.testing.assert_array_equal(outs[0].asnumpy(), [0, 0])  # outs are never written
+    assert got[0] is outs[0] and got[1] is outs[1]
+    # MXNet fills every given array with the stored value
+    for o in outs:
+        np.testing.assert_array_equal(o.asnumpy(), [2, 2])
+    one = mx.nd.zeros(2, dtype="float64")
+    kv_ns.pull(kv, "b", one)
+    assert one.dtype == np.float64
+    np.testing.assert_array_equal(one.asnumpy(), [5, 5])
+    with pytest.raises(mx.MXFNError, match=r"outs for key 'b' has shape \(3,\)"):
+        kv_ns.pull(kv, "b", mx.nd.zeros(3))
     assert kv_ns.keys(kv) == ["a", "b"]
 
 

@@ -119,8 +119,11 @@ def _contexts(fname, v):
         return [(1, 0)]
     if isinstance(v, Context):
         v = [v]
-    if not isinstance(v, (list, tuple)) or not v:
-        raise TypeError(f'module.{fname}: "contexts" must be a Context or a non-empty list of them')
+    if not isinstance(v, (list, tuple)):
+        raise TypeError(f'module.{fname}: "contexts" must be a Context or a non-empty list of them, '
+                        f'got {type(v).__name__}')
+    if not v:
+        raise MXFNError(f'module.{fname}: "contexts" must be a Context or a non-empty list of them, got []')
     out = []
     for c in v:
         if not isinstance(c, Context):
@@ -357,10 +360,41 @@ def init_params(mod, opts=None, /, **kw) -> Module:
     fname = "init_params"
     mod = _mod(fname, mod)
     o = parse_opts("module.init_params", _INIT_OPTS, opts, kw)
-    _native.mod_init_params(mod._h, _init_spec(o["initializer"]),
+    init = None if o["initializer"] is None else initializer.create(o["initializer"])
+    if isinstance(init, (initializer.Mixed, initializer.Load)):
+        return _init_params_by_name(mod, init, o)
+    _native.mod_init_params(mod._h, _init_spec(init),
                             _param_dict(fname, "arg_params", o["arg_params"]),
                             _param_dict(fname, "aux_params", o["aux_params"]),
                             o["allow_missing"], o["force_init"], o["allow_extra"], False)
+    _flush(mod)
+    return _owns(mod)
+
+
+def _init_params_by_name(mod, init, o) -> Module:
+    """``init_params`` with a ``mixed`` or ``load`` initializer, which have no JSON form for
+    the core: as MXNet does, each parameter not taken from ``arg_params``/``aux_params`` goes
+    through the initializer by name (``initializer.apply``, honouring the variable's
+    ``__init__`` attribute); the given ones are copied, with the same ``allow_missing`` rules."""
+    if params_initialized(mod) and not o["force_init"]:
+        _log.warning("module.init_params: already initialised; ignoring (pass force_init to re-initialise)")
+        return mod
+    fname = "init_params"
+    given_args = _param_dict(fname, "arg_params", o["arg_params"])
+    given_aux = _param_dict(fname, "aux_params", o["aux_params"])
+    # Shapes, dtypes and the given values first (the core checks names and allow_missing),
+    # then every other parameter by name.
+    _native.mod_init_params(mod._h, initializer.zero().dumps(), given_args, given_aux,
+                            o["allow_missing"], True, o["allow_extra"], False)
+    args, aux = get_params(mod)
+    attrs = symbol(mod).attr_dict()
+
+    def fill(current, given):
+        return {n: _handle(a if given is not None and n in given else
+                           initializer.apply(init, n, a, attrs.get(n)))
+                for n, a in current.items()}
+    _native.mod_init_params(mod._h, None, fill(args, given_args), fill(aux, given_aux),
+                            False, True, False, True)
     _flush(mod)
     return _owns(mod)
 
@@ -454,7 +488,7 @@ def init_optimizer(mod, opts=None, /, **kw) -> Module:
         if o["optimizer_params"] is not None:
             raise MXFNError(f"{fname}: optimizer_params cannot be given with an optimizer value "
                             f"(configure the value itself)")
-        value = spec
+        value = spec  # the core applies the symbol's __lr_mult__ / __wd_mult__ to it too
     elif isinstance(spec, str):
         if not b:
             raise MXFNError(f"{fname}: call bind first")
@@ -636,15 +670,12 @@ def install_monitor(mod, monitor) -> Module:
 
 
 def _monitored_arrays(mod) -> list:
-    """What ``toc`` reports for a module: params, aux states, and per-device gradients."""
-    if not params_initialized(mod):
+    """What ``toc`` reports for a module, device by device as MXNet's Monitor walks the
+    executors: every argument (data and label included), its ``{arg}_grad`` when a backward
+    computed one in this step, and the auxiliary states."""
+    if not binded(mod):
         return []
-    args, aux = _native.mod_get_params(mod._h)
-    pairs = [(k, NDArray(h)) for k, h in [*args, *aux]]
-    if binded(mod):
-        for name, per_device in zip(param_names(mod), _native.mod_grad_arrays(mod._h)):
-            pairs.extend((f"{name}_grad", NDArray(h)) for h in per_device)
-    return pairs
+    return [(k, NDArray(h)) for k, h in _native.mod_monitored_arrays(mod._h)]
 
 
 # -- checkpoints ---------------------------------------------------------------------------------
@@ -762,7 +793,13 @@ class BucketingModule:
         self._monitor = None
 
     def _make(self, key) -> Module:
-        got = self._sym_gen(key)
+        # A fresh name scope per call, as MXNet's BucketingModule runs sym_gen under
+        # NameManager: unnamed ops get the same names in every bucket (SPEC §8).
+        _native.sym_enter_name_scope()
+        try:
+            got = self._sym_gen(key)
+        finally:
+            _native.sym_exit_name_scope()
         if not (isinstance(got, tuple) and len(got) == 3):
             raise MXFNError(f"module.bucketing_module: sym_gen({key!r}) must return "
                             f"(symbol, data_names, label_names), got {type(got).__name__}")

@@ -3,8 +3,8 @@
 ``"local"`` and ``"device"`` behave the same in mxfn (all devices are logical CPU devices):
 values pushed for one key from several devices are summed; with an optimizer set, a push
 applies the optimizer to the stored weight (MXNet's ``update_on_kvstore``), otherwise the
-sum replaces the stored value. Arrays are values in mxfn, so ``pull`` *returns* the pulled
-arrays instead of writing into ``outs``.
+sum replaces the stored value. ``pull`` writes the stored values into the ``outs`` arrays, as
+MXNet does, and also returns them.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 
 from . import optimizer
 from ._errors import MXFNError
-from .ndarray import as_ndarray
+from .ndarray import NDArray, as_ndarray
 
 __all__ = ["KVStore", "create", "init", "push", "pull", "set_optimizer", "kv_type", "rank",
            "num_workers", "barrier", "keys"]
@@ -150,25 +150,40 @@ def push(kv, keys, values, priority=0) -> KVStore:
     return kv
 
 
-def pull(kv, keys, outs=None, priority=0):
-    """The stored values of ``keys``.
+def _fill(fname, key, out, value):
+    """Writes ``value`` into the NDArray ``out`` (MXNet's pull semantics: the array is
+    updated in place, in its own dtype and on its own device) and returns ``out``."""
+    if not isinstance(out, NDArray):
+        raise TypeError(f"{fname}: outs for key {key!r} must be NDArrays, got {type(out).__name__}")
+    if out.shape != value.shape:
+        raise MXFNError(f"{fname}: outs for key {key!r} has shape {out.shape}, the stored value {value.shape}")
+    v = value.as_in_context(out.context)
+    if v.dtype != out.dtype:
+        v = v.astype(out.dtype)
+    out._h = v.copy()._h
+    return out
 
-    Arrays are values in mxfn: ``pull`` returns them and never writes into ``outs``. ``outs``
-    only gives the shape of the answer: for a key whose ``outs`` entry is a list (one array per
-    device), a list of copies, each on that array's device, comes back; otherwise one array.
-    ``outs=None`` means one array per key.
+
+def pull(kv, keys, outs=None, priority=0):
+    """Pulls the stored values of ``keys`` into ``outs``, as MXNet does, and returns them.
+
+    ``outs`` holds, per key, an NDArray or a list of NDArrays (one per device): each is
+    overwritten with the stored value (in its own dtype, on its own device; shapes must
+    match). ``outs=None`` (an mxfn convenience) only returns copies.
 
     Returns:
-        For a single key its value (or list of per-device values); for a list of keys, a list
-        with one such entry per key.
+        For a single key its value (the ``outs`` array or list, filled; a copy when ``outs`` is
+        None); for a list of keys, a list with one such entry per key.
 
     Example:
         >>> import mxfn as mx
         >>> kv = init(create(), ["a", "b"], [mx.nd.ones(1), mx.nd.zeros(1)])
         >>> [float(x.asnumpy()[0]) for x in pull(kv, ["a", "b"])]
         [1.0, 0.0]
-        >>> len(pull(kv, "a", [mx.nd.zeros(1), mx.nd.zeros(1)]))
-        2
+        >>> outs = [mx.nd.zeros(1), mx.nd.zeros(1)]
+        >>> _ = pull(kv, "a", outs)
+        >>> [float(o.asnumpy()[0]) for o in outs]
+        [1.0, 1.0]
     """
     fname = "kvstore.pull"
     _kv(fname, kv)
@@ -180,10 +195,12 @@ def pull(kv, keys, outs=None, priority=0):
             if k not in kv.store:
                 raise MXFNError(f"{fname}: key {k!r} is not initialised; call kvstore.init first")
             v = kv.store[k]
-            if isinstance(o, (list, tuple)):
-                res.append([v.as_in_context(x.context) if hasattr(x, "context") else v.copy() for x in o])
+            if o is None:
+                res.append(v.copy())
+            elif isinstance(o, (list, tuple)):
+                res.append([_fill(fname, k, x, v) for x in o])
             else:
-                res.append(v.copy() if o is None or not hasattr(o, "context") else v.as_in_context(o.context))
+                res.append(_fill(fname, k, o, v))
     return res[0] if single else res
 
 

@@ -4,8 +4,9 @@ Usage: ``mon = monitor(interval)``; ``install(mon, exe)`` for each executor (or
 ``module.install_monitor(mod, mon)``); then around every training step ``tic(mon)`` …
 forward/backward … ``toc(mon)`` (or ``toc_print(mon)``). Every ``interval`` steps ``toc``
 returns ``[(step, name, value_str), …]`` with entries named ``{node}_output`` (op outputs,
-from the executor's monitor callback), ``{arg}`` (argument arrays), ``{arg}_grad``
-(gradients of that step) and auxiliary states, filtered by ``pattern`` (``re.match``).
+from the executor's monitor callback), ``{arg}`` (argument arrays, data and label included),
+``{arg}_grad`` (only gradients a backward computed in that step) and auxiliary states,
+filtered by ``pattern`` (``re.match``); values print as MXNet's do (see ``_value_str``).
 """
 
 from __future__ import annotations
@@ -39,14 +40,20 @@ def default_stat(x):
 
 
 def _value_str(v) -> str:
-    """The stat's values printed like MXNet's Monitor: scalars as numbers, arrays like numpy,
-    each followed by a tab."""
+    """The stat's values printed like MXNet's Monitor (SPEC §8): a one-element stat as a
+    float32 scalar (``str(np.float32(x))``, what MXNet's ``asscalar`` prints), a larger one as
+    numpy prints the array, each followed by a tab.
+
+    Example:
+        >>> _value_str([np.array([0.1]), np.array([1.0, 2.0])])
+        '0.1\\t[1. 2.]\\t'
+    """
     vs = v if isinstance(v, list) else [v]
     s = ""
     for x in vs:
         a = np.asarray(x)
         if a.size == 1 and a.ndim <= 1:
-            s += str(a.reshape(-1)[0].item()) + "\t"
+            s += str(np.float32(a.reshape(-1)[0])) + "\t"
         else:
             s += str(a) + "\t"
     return s
@@ -205,7 +212,8 @@ def toc(mon) -> list:
     if not mon.activated:
         return []
     for exe in mon.exes:
-        grads = executor.grad_dict(exe)
+        # Gradients only when a backward computed them in this step (SPEC §8).
+        grads = executor.grad_dict(exe) if exe._h.grads_fresh() else {}
         for name, arr in executor.arg_dict(exe).items():
             if mon.re_prog.match(name):
                 mon.queue.append((mon.step, name, mon.stat_func(arr)))

@@ -423,14 +423,15 @@ def to_scalar(x):
     return a._h.numpy().reshape(-1)[0].item()
 
 
-def reshape(x, shape) -> NDArray:
-    """``x`` with a new shape (one dimension may be -1).
+def reshape(data, shape) -> NDArray:
+    """``data`` with a new shape (one dimension may be -1). As in MXNet, the input may be
+    given by keyword: ``reshape(data=x, shape=...)``.
 
     Example:
         >>> reshape(arange(6), (2, -1)).shape
         (2, 3)
     """
-    return NDArray(_native.nd_reshape(_handle(x), [int(d) for d in (shape if not isinstance(shape, numbers.Integral) else (shape,))]))
+    return NDArray(_native.nd_reshape(_handle(data), [int(d) for d in (shape if not isinstance(shape, numbers.Integral) else (shape,))]))
 
 
 def concat(*arrays, dim=1) -> NDArray:
@@ -450,8 +451,9 @@ def stack(*arrays, axis=0) -> NDArray:
     return NDArray(_native.nd_stack([_handle(a) for a in xs], int(axis)))
 
 
-def slice(x, begin, end, step=None) -> NDArray:  # noqa: A001 - MXNet's name
-    """MXNet's ``slice``: per leading axis, ``begin``/``end``/``step`` (None = default).
+def slice(data, begin, end, step=None) -> NDArray:  # noqa: A001 - MXNet's name
+    """MXNet's ``slice``: per leading axis, ``begin``/``end``/``step`` (None = default);
+    ``data`` may be given by keyword.
 
     Example:
         >>> slice(arange(10), (1,), (8,), (3,)).asnumpy()
@@ -459,17 +461,24 @@ def slice(x, begin, end, step=None) -> NDArray:  # noqa: A001 - MXNet's name
     """
     begin, end = list(begin), list(end)
     step = list(step) if step is not None else []
-    return NDArray(_native.nd_slice(_handle(x), begin, end, step))
+    return NDArray(_native.nd_slice(_handle(data), begin, end, step))
 
 
-def slice_axis(x, axis, begin, end) -> NDArray:
-    """Elements ``begin:end`` of ``x`` along ``axis`` (``end`` None = to the end)."""
-    return NDArray(_native.nd_slice_axis(_handle(x), int(axis), int(begin), None if end is None else int(end)))
+def slice_axis(data, axis, begin, end) -> NDArray:
+    """Elements ``begin:end`` of ``data`` along ``axis`` (``end`` None = to the end).
+
+    Example:
+        >>> slice_axis(data=arange(6).reshape((2, 3)), axis=1, begin=1, end=None).asnumpy()
+        array([[1., 2.],
+               [4., 5.]], dtype=float32)
+    """
+    return NDArray(_native.nd_slice_axis(_handle(data), int(axis), int(begin), None if end is None else int(end)))
 
 
-def transpose(x, axes=None) -> NDArray:
-    """``x`` with its axes permuted (reversed when ``axes`` is None)."""
-    return NDArray(_native.nd_transpose(_handle(x), None if axes is None else [int(a) for a in axes]))
+def transpose(data, axes=None) -> NDArray:
+    """``data`` with its axes permuted (reversed when ``axes`` is None); ``data`` may be given
+    by keyword."""
+    return NDArray(_native.nd_transpose(_handle(data), None if axes is None else [int(a) for a in axes]))
 
 
 def argmax_channel(x) -> NDArray:
@@ -498,15 +507,18 @@ def batch_dot(lhs, rhs, transpose_a=False, transpose_b=False) -> NDArray:
 
 
 def _reducer(name):
-    def reduce(x, axis=None, keepdims=False, exclude=False) -> NDArray:
+    def reduce(data, axis=None, keepdims=False, exclude=False) -> NDArray:
         axes = None if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else (axis,))]
-        return NDArray(_native.nd_reduce(name, _handle(x), axes, bool(keepdims), bool(exclude)))
+        return NDArray(_native.nd_reduce(name, _handle(data), axes, bool(keepdims), bool(exclude)))
     reduce.__name__ = name
-    reduce.__doc__ = f"""The {name} over ``axis`` (None = all axes); ``keepdims`` keeps reduced axes as 1;
-    ``exclude`` reduces over the axes not listed (MXNet's ``{name}``).
+    reduce.__doc__ = f"""The {name} of ``data`` over ``axis`` (None = all axes); ``keepdims`` keeps reduced
+    axes as 1; ``exclude`` reduces over the axes not listed (MXNet's ``{name}``; ``data`` may be
+    given by keyword, as there).
 
     Example:
         >>> {name}(array([[1, 2], [3, 4]]), axis=1).shape
+        (2,)
+        >>> {name}(data=array([[1, 2], [3, 4]]), axis=0).shape
         (2,)
     """
     return reduce

@@ -22,6 +22,11 @@ def _node_output(op, name):
     return name if op == "null" else f"{name}_output"
 
 
+# Loss layers: their second input is the label.
+_LOSS_LAYERS = frozenset({"SoftmaxOutput", "LinearRegressionOutput", "LogisticRegressionOutput",
+                          "MAERegressionOutput", "SVMOutput"})
+
+
 def print_summary(sym, shape=None, line_length=120, positions=(.44, .64, .74, 1.)):
     """Prints MXNet's layer table — layer (type), output shape (without the batch axis),
     parameter count, previous layers — and the total parameter count.
@@ -61,8 +66,10 @@ def print_summary(sym, shape=None, line_length=120, positions=(.44, .64, .74, 1.
             continue  # parameters are counted with their layer, not listed
         params = 0
         prev = []
-        for j, _ in inputs:
+        for k, (j, _) in enumerate(inputs):
             pop, pname, _, _ = nodes[j]
+            if pop == "null" and k == 1 and op in _LOSS_LAYERS:
+                continue  # the label of a loss layer is an input, not a parameter (as MXNet counts)
             if pop == "null" and pname not in given:
                 s = shapes.get(pname)
                 params += int(np.prod(s)) if s else 0

@@ -9,12 +9,14 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod atomic_file;
 pub mod context;
 pub mod error;
 pub mod executor;
 pub mod initializer;
 pub mod io;
 pub mod kernels;
+pub mod limits;
 pub mod metric;
 pub mod module;
 pub mod ops;

@@ -420,3 +420,15 @@ fn dropping_a_deep_chain_does_not_overflow_the_stack() {
     }
     drop(s);
 }
+
+/// A variadic operator's `num_args` is bounded before anything is sized by it: a 183-byte file
+/// asking `Concat` for 10⁸ inputs used to build 10⁸ input names (gigabytes) before failing.
+#[test]
+fn a_huge_num_args_is_refused_before_allocating() {
+    let text = r#"{"nodes":[{"op":"null","name":"a","inputs":[]},{"op":"Concat","name":"c","attrs":{"num_args":"100000000","dim":"1"},"inputs":[[0,0,0]]}],"arg_nodes":[0],"heads":[[1,0,0]]}"#;
+    let err = load_json(text).unwrap_err().to_string();
+    assert!(
+        err.contains("num_args") && err.contains("MAX_NUM_ARGS") && err.contains("100000000"),
+        "{err}"
+    );
+}

@@ -3,6 +3,7 @@
 use crate::error::mxfn_err;
 use half::f16;
 use mxfn_core::tensor::Data;
+use mxfn_core::limits::MAX_NDIM;
 use mxfn_core::NDArray;
 use numpy::{PyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -33,17 +34,14 @@ pub fn from_numpy(arr: &Bound<'_, PyAny>) -> PyResult<NDArray> {
     )))
 }
 
-/// numpy's limit on dimensions (NPY_MAXDIMS of numpy 1.x; numpy 2 takes more).
-const NUMPY_MAX_NDIM: usize = 32;
-
 /// Whether numpy can describe an array of `shape` with `itemsize`-byte elements: at most
-/// [`NUMPY_MAX_NDIM`] axes, and byte strides (the sizes of the axes, zero-length ones
+/// [`MAX_NDIM`] axes (numpy 1.x's NPY_MAXDIMS), and byte strides (the sizes of the axes, zero-length ones
 /// included, as numpy counts them) that fit an isize. Beyond either, handing the array to
 /// numpy would overflow its strides or panic.
 fn numpy_can_view(shape: &[usize], itemsize: usize) -> Result<(), String> {
-    if shape.len() > NUMPY_MAX_NDIM {
+    if shape.len() > MAX_NDIM {
         return Err(format!(
-            "{} dimensions; numpy takes at most {NUMPY_MAX_NDIM}",
+            "{} dimensions; numpy takes at most {MAX_NDIM}",
             shape.len()
         ));
     }

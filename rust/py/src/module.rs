@@ -505,6 +505,17 @@ fn mod_grad_arrays(py: Python<'_>, h: &ModuleHandle) -> PyResult<Vec<Vec<Handle>
 }
 
 #[pyfunction]
+fn mod_monitored_arrays(py: Python<'_>, h: &ModuleHandle) -> PyResult<Vec<(String, Handle)>> {
+    core(py, "module.monitored_arrays", || {
+        Ok(h.lock()
+            .monitored_arrays()?
+            .into_iter()
+            .map(|(n, a)| (n, Handle { inner: a }))
+            .collect())
+    })
+}
+
+#[pyfunction]
 fn mod_reshape(
     py: Python<'_>,
     h: &ModuleHandle,
@@ -600,6 +611,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mod_device_labels, m)?)?;
     m.add_function(wrap_pyfunction!(mod_input_grads, m)?)?;
     m.add_function(wrap_pyfunction!(mod_grad_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_monitored_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(mod_reshape, m)?)?;
     m.add_function(wrap_pyfunction!(mod_save_checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(mod_load_params, m)?)?;

@@ -55,23 +55,9 @@ fn nd_from_numpy(arr: &Bound<'_, PyAny>) -> PyResult<Handle> {
 #[pyfunction]
 fn nd_full(py: Python<'_>, shape: Vec<usize>, value: f64, dt: &str) -> PyResult<Handle> {
     let d = dtype(dt)?;
-    // Checked before allocating: a shape whose byte size overflows (the zero-length axes
-    // counted as 1, as ndarray and numpy count them) is refused, not attempted.
-    let bytes = shape
-        .iter()
-        .try_fold(d.size(), |b, &n| b.checked_mul(n.max(1)))
-        .filter(|&b| b <= isize::MAX as usize);
-    if bytes.is_none() {
-        return Err(to_py(mxfn_core::Error::invalid(
-            "nd.full: shape",
-            format!(
-                "axes whose {} bytes per value multiply to at most {}",
-                d.size(),
-                isize::MAX
-            ),
-            format!("{shape:?}"),
-        )));
-    }
+    // Checked before allocating (the limits policy): too many axes or more bytes than
+    // MXFN_MAX_BYTES (default: the machine's memory) is refused, not attempted.
+    mxfn_core::limits::array_bytes("nd.full: shape", &shape, d.size()).map_err(to_py)?;
     core(py, "nd.full", || Ok(h(NDArray::full(&shape, value, d))))
 }
 

@@ -184,6 +184,18 @@ fn sym_reset_names() {
     symbol::reset_auto_names()
 }
 
+/// Starts a fresh automatic-name scope on this thread (MXNet's `with NameManager():`).
+#[pyfunction]
+fn sym_enter_name_scope() {
+    symbol::enter_name_scope()
+}
+
+/// Returns to the enclosing automatic-name scope.
+#[pyfunction]
+fn sym_exit_name_scope() {
+    symbol::exit_name_scope()
+}
+
 fn kind_name(k: &ParamKind) -> String {
     k.describe()
 }
@@ -358,6 +370,10 @@ impl ExeHandle {
     fn aux_arrays(&self) -> Vec<Handle> {
         lock(self).aux_arrays.iter().cloned().map(nd).collect()
     }
+    /// Whether the gradients are what a backward computed since the last forward.
+    fn grads_fresh(&self) -> bool {
+        lock(self).grads_fresh()
+    }
     fn outputs(&self) -> Vec<Handle> {
         lock(self).outputs().iter().cloned().map(nd).collect()
     }
@@ -443,6 +459,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sym_save, m)?)?;
     m.add_function(wrap_pyfunction!(sym_load, m)?)?;
     m.add_function(wrap_pyfunction!(sym_reset_names, m)?)?;
+    m.add_function(wrap_pyfunction!(sym_enter_name_scope, m)?)?;
+    m.add_function(wrap_pyfunction!(sym_exit_name_scope, m)?)?;
     m.add_function(wrap_pyfunction!(op_list, m)?)?;
     m.add_function(wrap_pyfunction!(op_invoke, m)?)?;
     m.add_function(wrap_pyfunction!(exe_bind, m)?)?;

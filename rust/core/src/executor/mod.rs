@@ -129,6 +129,9 @@ pub struct Executor {
     values: Vec<Vec<NDArray>>,
     outputs: Vec<NDArray>,
     last_train: Option<bool>,
+    /// Whether the gradient arrays hold what a backward computed since the last forward
+    /// (a monitor reports gradients only then).
+    grads_fresh: bool,
     monitor: Option<Monitor>,
     /// Values the last forward pass produced (all ops' outputs, float count).
     pass_values: usize,
@@ -246,6 +249,7 @@ impl Executor {
             values: Vec::new(),
             outputs: Vec::new(),
             last_train: None,
+            grads_fresh: false,
             monitor: None,
             pass_values: 0,
         })
@@ -261,9 +265,17 @@ impl Executor {
         reqs: &HashMap<String, GradReq>,
         default_req: GradReq,
     ) -> Result<Executor> {
-        let (arg_shapes, _, aux_shapes) = symbol.infer_shape(shapes)?;
-        let (arg_types, _, aux_types) = symbol.infer_type(dtypes)?;
+        let (arg_shapes, out_shapes, aux_shapes) = symbol.infer_shape(shapes)?;
+        let (arg_types, out_types, aux_types) = symbol.infer_type(dtypes)?;
         let names = symbol.list_arguments();
+        Self::check_bind_bytes(
+            symbol,
+            [
+                (&names, &arg_shapes, &arg_types),
+                (&symbol.list_outputs(), &out_shapes, &out_types),
+                (&symbol.list_auxiliary_states(), &aux_shapes, &aux_types),
+            ],
+        )?;
         for k in reqs.keys() {
             if !names.contains(k) {
                 return Err(Error::invalid(
@@ -289,6 +301,29 @@ impl Executor {
             .collect();
         let grads = vec![None; args.len()];
         Self::bind(symbol, ctx, args, grads, req, aux)
+    }
+
+    /// The limits policy for a bind: every array it allocates (arguments, outputs, auxiliary
+    /// states) within [`crate::limits::max_bytes`], and their sum too — checked before any is
+    /// allocated, so a checkpoint whose layer asks for 10¹² units is an error, not an abort.
+    fn check_bind_bytes<'a>(
+        symbol: &Symbol,
+        groups: [(&'a [String], &'a [Vec<usize>], &'a [DType]); 3],
+    ) -> Result<()> {
+        let mut total: u64 = 0;
+        for (names, shapes, types) in groups {
+            for ((name, shape), dtype) in names.iter().zip(shapes).zip(types) {
+                let what = format!("simple_bind: the shape of \"{name}\"");
+                total =
+                    total.saturating_add(crate::limits::array_bytes(&what, shape, dtype.size())?);
+            }
+        }
+        let desc = format!(
+            "the arrays of a bind of {} ({} inputs)",
+            symbol.list_outputs().join(", "),
+            groups[0].0.len()
+        );
+        crate::limits::check_bytes("simple_bind: shapes", total, &desc)
     }
 
     /// A new executor for new input shapes, sharing this one's parameters (arrays whose
@@ -487,6 +522,11 @@ impl Executor {
         Ok(self.grad_arrays[self.arg_index(name)?].as_ref())
     }
 
+    /// Whether the gradient arrays hold what a backward computed since the last forward.
+    pub fn grads_fresh(&self) -> bool {
+        self.grads_fresh
+    }
+
     /// Installs (or removes) the monitor callback.
     pub fn set_monitor(&mut self, monitor: Option<Monitor>) {
         self.monitor = monitor;
@@ -508,6 +548,7 @@ impl Executor {
 
     /// Runs the graph forward.
     pub fn forward(&mut self, is_train: bool) -> Result<()> {
+        self.grads_fresh = false;
         // Drop the previous pass's values first so their buffers can be reused.
         self.values = Vec::new();
         // (Ops with auxiliary states run in backward even without gradients, so they keep
@@ -595,9 +636,11 @@ impl Executor {
         Ok(())
     }
 
-    /// Back-propagates from the outputs. `head_grads` gives one gradient per output; it may
-    /// be empty, in which case non-loss outputs get ones (MXNet's rule); loss layers ignore
-    /// head gradients. Gradients are written or added per argument as `grad_reqs` says.
+    /// Back-propagates from the outputs. `head_grads` gives one gradient per output; loss
+    /// layers ignore theirs. It may be empty when every output that leads to a requested
+    /// gradient is a loss layer (or when no gradient is requested at all); otherwise, as in
+    /// MXNet, an empty `head_grads` is an error asking for one gradient per output.
+    /// Gradients are written or added per argument as `grad_reqs` says.
     pub fn backward(&mut self, head_grads: &[NDArray]) -> Result<()> {
         if self.last_train.is_none() {
             return Err(Error::Lifecycle {
@@ -611,6 +654,32 @@ impl Executor {
                 format!("{} arrays (one per output)", self.heads.len()),
                 format!("{} arrays", head_grads.len()),
             ));
+        }
+        if head_grads.is_empty() {
+            let reaches = self.reaches_requested_grad();
+            let needs_head = self.heads.iter().find(|&&(s, _)| {
+                reaches[s]
+                    && !self.steps[s]
+                        .node
+                        .inst
+                        .as_ref()
+                        .is_some_and(|i| i.is_loss())
+            });
+            if let Some(&(s, o)) = needs_head {
+                let outputs = self.symbol.list_outputs();
+                let k = self.heads.iter().position(|&h| h == (s, o)).unwrap_or(0);
+                let name = outputs.get(k).map_or("an output", |n| n.as_str());
+                return Err(Error::invalid(
+                    "backward: out_grads",
+                    format!(
+                        "one head gradient per output ({} outputs): output \"{name}\" is not a \
+                         loss layer, so its gradient must be given (or make it a loss with \
+                         MakeLoss)",
+                        self.heads.len()
+                    ),
+                    "none",
+                ));
+            }
         }
         let n = self.steps.len();
         let mut grads: Vec<Vec<Option<NDArray>>> = self
@@ -697,6 +766,7 @@ impl Executor {
                 });
             }
         }
+        self.grads_fresh = true;
         Ok(())
     }
 
@@ -720,6 +790,22 @@ impl Executor {
     }
 
     /// Which steps lie on a path from an argument with a gradient request to an output.
+    /// Per step: whether a gradient flowing into its outputs reaches an argument whose
+    /// gradient is requested.
+    fn reaches_requested_grad(&self) -> Vec<bool> {
+        let mut reaches = vec![false; self.steps.len()];
+        for (si, step) in self.steps.iter().enumerate() {
+            reaches[si] = match step.var {
+                Some((false, i)) => self.grad_reqs[i] != GradReq::Null,
+                Some((true, _)) => false,
+                None => step.inputs[..step.node.num_arguments()]
+                    .iter()
+                    .any(|&(s, _)| reaches[s]),
+            };
+        }
+        reaches
+    }
+
     fn needs_grad(&self) -> Vec<bool> {
         let mut needs = vec![false; self.steps.len()];
         for (si, step) in self.steps.iter().enumerate() {
@@ -852,7 +938,10 @@ mod tests {
         tr.forward(true).unwrap();
         assert!(tr.values.iter().skip(1).all(|v| !v.is_empty()));
         assert_eq!(inf.outputs()[0].to_f64_vec(), tr.outputs()[0].to_f64_vec());
-        tr.backward(&[]).unwrap();
+        // c is not a loss layer: its head gradient is given, as MXNet requires.
+        let err = tr.backward(&[]).unwrap_err().to_string();
+        assert!(err.contains("\"c_output\" is not a loss layer"), "{err}");
+        tr.backward(&[NDArray::ones(&[4], DType::Float32)]).unwrap();
         let g = tr.grad("x").unwrap().unwrap().to_f64_vec();
         let want = [
             0.0,

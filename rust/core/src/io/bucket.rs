@@ -2,7 +2,9 @@
 //! the smallest bucket that fits, batches drawn from one bucket at a time, and the label of
 //! each step the next token.
 
-use super::{check_batch_size, take_rows, DataBatch, DataDesc, DataIter, Shuffler};
+use super::{
+    check_batch_bytes, check_batch_size, take_rows, DataBatch, DataDesc, DataIter, Shuffler,
+};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, NDArray};
 
@@ -96,11 +98,28 @@ impl BucketSentenceIter {
         }
         lens.sort_unstable();
         lens.dedup();
+        for &len in &lens {
+            // One batch of this bucket: data and label, `len` steps each.
+            let step: &[usize] = &[len];
+            check_batch_bytes(what, batch_size, [(step, opts.dtype), (step, opts.dtype)])?;
+        }
         let mut rows: Vec<Vec<f64>> = vec![Vec::new(); lens.len()];
         let mut discarded = 0;
+        // Every sentence is padded to its bucket's length: bound the padded total before
+        // building it.
+        let mut padded: u64 = 0;
+        let padded_what = format!("{what}: buckets");
         for s in sentences {
             // bisect_left: the first bucket at least as long as the sentence.
             let b = lens.partition_point(|&l| l < s.len());
+            if let Some(&len) = lens.get(b) {
+                padded = padded.saturating_add(len as u64 * 8);
+                crate::limits::check_bytes(
+                    &padded_what,
+                    padded,
+                    "the sentences padded to their buckets",
+                )?;
+            }
             match rows.get_mut(b) {
                 Some(r) => {
                     r.extend_from_slice(s);

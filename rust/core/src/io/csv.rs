@@ -1,7 +1,9 @@
 //! CsvIter: batches read from CSV files of numbers (one sample per row), with MXNet's
 //! `round_batch` handling of the last batch.
 
-use super::{batch_shape, check_batch_size, take_rows, DataBatch, DataDesc, DataIter};
+use super::{
+    batch_shape, check_batch_bytes, check_batch_size, take_rows, DataBatch, DataDesc, DataIter,
+};
 use crate::error::{Error, Result};
 use crate::tensor::{DType, NDArray};
 use std::path::Path;
@@ -50,10 +52,8 @@ impl Default for CsvOptions {
 pub fn read_csv(path: impl AsRef<Path>, width: usize) -> Result<(usize, Vec<f64>)> {
     let path = path.as_ref();
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
-        path: shown.clone(),
-        source,
-    })?;
+    let text = String::from_utf8(crate::limits::read_file(path)?)
+        .map_err(|e| Error::format(&shown, format!("not UTF-8 text: {e}")))?;
     let mut values = Vec::new();
     let mut rows = 0;
     for (lineno, line) in text.lines().enumerate() {
@@ -126,6 +126,22 @@ impl CsvIter {
                 ));
             }
         }
+        // Sized before reading: a data_shape whose product wraps, or a batch past the limits
+        // policy, is refused up front.
+        for (key, shape) in [
+            ("data_shape", &opts.data_shape),
+            ("label_shape", &opts.label_shape),
+        ] {
+            crate::limits::array_bytes(&format!("{what}: {key}"), shape, opts.dtype.size())?;
+        }
+        check_batch_bytes(
+            what,
+            opts.batch_size,
+            [
+                (opts.data_shape.as_slice(), opts.dtype),
+                (opts.label_shape.as_slice(), opts.dtype),
+            ],
+        )?;
         let width: usize = opts.data_shape.iter().product();
         let (n, values) = read_csv(&opts.data_csv, width)?;
         if n == 0 {

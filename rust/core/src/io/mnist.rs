@@ -26,36 +26,34 @@ pub struct IdxImages {
     pub pixels: Vec<u8>,
 }
 
-/// The bytes of `path`, gunzipped when they start with the gzip magic bytes.
-fn read_maybe_gz(path: &Path) -> Result<Vec<u8>> {
+/// Reads the IDX file at `path` (raw, or gzipped when it starts with the gzip magic bytes):
+/// checks the header (`magic`, then `ndim` big-endian u32 sizes) first, checks the size it
+/// announces against the limits policy, then inflates exactly that many bytes — a small gzip
+/// file cannot inflate to more than its header announces — and checks nothing follows.
+/// Returns the sizes and the payload.
+fn read_idx(path: &Path, magic: u32, kind: &str) -> Result<(Vec<usize>, Vec<u8>)> {
     let shown = path.display().to_string();
-    let raw = std::fs::read(path).map_err(|source| Error::Io {
-        path: shown.clone(),
-        source,
-    })?;
-    if raw.starts_with(&[0x1f, 0x8b]) {
-        let mut out = Vec::with_capacity(raw.len() * 4);
-        MultiGzDecoder::new(raw.as_slice())
-            .read_to_end(&mut out)
-            .map_err(|e| Error::format(&shown, format!("not a valid gzip file: {e}")))?;
-        Ok(out)
+    let raw = crate::limits::read_file(path)?;
+    let mut stream: Box<dyn Read + '_> = if raw.starts_with(&[0x1f, 0x8b]) {
+        Box::new(MultiGzDecoder::new(raw.as_slice()))
     } else {
-        Ok(raw)
-    }
-}
-
-/// Checks the header of an IDX file (`magic` then `ndim` big-endian u32 sizes) and that the
-/// payload has exactly the bytes the sizes announce; returns the sizes and the payload.
-fn parse_idx<'a>(
-    path: &Path,
-    bytes: &'a [u8],
-    magic: u32,
-    kind: &str,
-) -> Result<(Vec<usize>, &'a [u8])> {
-    let shown = path.display().to_string();
+        Box::new(raw.as_slice())
+    };
+    let gz_err = |e: std::io::Error| Error::format(&shown, format!("not a valid gzip file: {e}"));
+    // Reads up to `n` bytes (fewer only at the end of the stream).
+    let mut read_up_to = |n: u64| -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        stream
+            .by_ref()
+            .take(n)
+            .read_to_end(&mut out)
+            .map_err(gz_err)?;
+        Ok(out)
+    };
     let ndim = (magic & 0xff) as usize;
+    let header = read_up_to(4 * (ndim as u64 + 1))?;
     let word = |i: usize| -> Option<u32> {
-        let b = bytes.get(4 * i..4 * i + 4)?;
+        let b = header.get(4 * i..4 * i + 4)?;
         Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     };
     let got = word(0).ok_or_else(|| {
@@ -63,7 +61,7 @@ fn parse_idx<'a>(
             &shown,
             format!(
                 "not an IDX {kind} file: {} bytes, too short for the magic number",
-                bytes.len()
+                header.len()
             ),
         )
     })?;
@@ -84,16 +82,23 @@ fn parse_idx<'a>(
                 format!("IDX header ends early: {ndim} sizes expected after the magic number"),
             )
         })?;
-    let payload = &bytes[4 * (ndim + 1)..];
-    let want = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    if want != Some(payload.len()) {
+    let what = format!("IDX {kind} file \"{shown}\"");
+    let want = dims
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul(d as u64))
+        .unwrap_or(u64::MAX);
+    crate::limits::check_bytes(&what, want, &format!("announced by its sizes {dims:?}"))?;
+    // One byte more than announced tells a file with trailing bytes from an exact one.
+    let payload = read_up_to(want + 1)?;
+    if payload.len() as u64 != want {
+        let has = if payload.len() as u64 > want {
+            "more".to_string()
+        } else {
+            payload.len().to_string()
+        };
         return Err(Error::format(
             &shown,
-            format!(
-                "IDX sizes {dims:?} announce {} bytes of {kind}, the file has {}",
-                want.map_or("too many".to_string(), |w| w.to_string()),
-                payload.len()
-            ),
+            format!("IDX sizes {dims:?} announce {want} bytes of {kind}, the file has {has}"),
         ));
     }
     Ok((dims, payload))
@@ -101,23 +106,18 @@ fn parse_idx<'a>(
 
 /// Reads an IDX image file (magic 2051), raw or gzipped.
 pub fn read_idx_images(path: impl AsRef<Path>) -> Result<IdxImages> {
-    let path = path.as_ref();
-    let bytes = read_maybe_gz(path)?;
-    let (dims, payload) = parse_idx(path, &bytes, IDX_IMAGES_MAGIC, "image")?;
+    let (dims, pixels) = read_idx(path.as_ref(), IDX_IMAGES_MAGIC, "image")?;
     Ok(IdxImages {
         count: dims[0],
         rows: dims[1],
         cols: dims[2],
-        pixels: payload.to_vec(),
+        pixels,
     })
 }
 
 /// Reads an IDX label file (magic 2049), raw or gzipped.
 pub fn read_idx_labels(path: impl AsRef<Path>) -> Result<Vec<u8>> {
-    let path = path.as_ref();
-    let bytes = read_maybe_gz(path)?;
-    let (_, payload) = parse_idx(path, &bytes, IDX_LABELS_MAGIC, "label")?;
-    Ok(payload.to_vec())
+    read_idx(path.as_ref(), IDX_LABELS_MAGIC, "label").map(|(_, labels)| labels)
 }
 
 /// Options of [`MnistIter`] (MXNet's MNISTIter defaults).
@@ -276,8 +276,11 @@ impl DataIter for MnistIter {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use flate2::write::GzEncoder;
+    use std::io::Write;
 
     fn idx(magic: u32, dims: &[u32], payload: &[u8]) -> Vec<u8> {
         let mut v = magic.to_be_bytes().to_vec();
@@ -287,16 +290,53 @@ mod tests {
         v
     }
 
+    fn gz(bytes: &[u8]) -> Vec<u8> {
+        let mut e = GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// Writes `bytes` to a fresh file and reads it as an IDX label file.
+    fn labels(tag: &str, bytes: &[u8]) -> Result<Vec<u8>> {
+        let path = std::env::temp_dir().join(format!("mxfn-idx-{tag}-{}.idx", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        let got = read_idx_labels(&path);
+        std::fs::remove_file(&path).unwrap();
+        got
+    }
+
     #[test]
     fn header_checks_name_the_file() {
-        let p = Path::new("x.idx");
         let good = idx(2049, &[3], &[1, 2, 3]);
-        assert_eq!(parse_idx(p, &good, 2049, "label").unwrap().1, &[1, 2, 3]);
-        let e = parse_idx(p, &idx(2051, &[3], &[1, 2, 3]), 2049, "label").unwrap_err();
-        assert!(e.to_string().contains("x.idx") && e.to_string().contains("magic number 2051"));
-        let e = parse_idx(p, &idx(2049, &[4], &[1, 2, 3]), 2049, "label").unwrap_err();
-        assert!(e.to_string().contains("4 bytes"), "{e}");
-        assert!(parse_idx(p, &[0, 0], 2049, "label").is_err());
-        assert!(parse_idx(p, &2051u32.to_be_bytes(), 2051, "image").is_err());
+        assert_eq!(labels("good", &good).unwrap(), [1, 2, 3]);
+        assert_eq!(labels("goodgz", &gz(&good)).unwrap(), [1, 2, 3]);
+        let e = labels("magic", &idx(2051, &[3], &[1, 2, 3])).unwrap_err();
+        assert!(e.to_string().contains(".idx") && e.to_string().contains("magic number 2051"));
+        let e = labels("short", &idx(2049, &[4], &[1, 2, 3])).unwrap_err();
+        assert!(e.to_string().contains("announce 4 bytes") && e.to_string().contains("has 3"));
+        let e = labels("long", &idx(2049, &[2], &[1, 2, 3])).unwrap_err();
+        assert!(e.to_string().contains("the file has more"), "{e}");
+        assert!(labels("tiny", &[0, 0]).is_err());
+        assert!(labels("nohdr", &2049u32.to_be_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_gzip_bomb_inflates_no_further_than_its_header_announces() {
+        // 200 MB of zeros compress to ~200 KB; the header announces 3 labels, so reading
+        // stops after 4 bytes of payload.
+        let mut bomb = idx(2049, &[3], &[]);
+        bomb.resize(200 << 20, 0);
+        let e = labels("bomb", &gz(&bomb)).unwrap_err();
+        assert!(e.to_string().contains("the file has more"), "{e}");
+    }
+
+    #[test]
+    fn an_announced_size_past_the_limit_is_refused_before_reading() {
+        // Images of 2^32 × 2^32 × 2^32 bytes fit no machine.
+        let path = std::env::temp_dir().join(format!("mxfn-idx-img-{}.idx", std::process::id()));
+        std::fs::write(&path, idx(2051, &[u32::MAX; 3], &[])).unwrap();
+        let e = read_idx_images(&path).unwrap_err();
+        std::fs::remove_file(&path).unwrap();
+        assert!(e.to_string().contains(crate::limits::MAX_BYTES_ENV), "{e}");
     }
 }

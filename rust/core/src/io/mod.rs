@@ -283,6 +283,23 @@ pub(crate) fn check_batch_size(what: &str, batch_size: usize) -> Result<()> {
     Ok(())
 }
 
+/// Checks that one batch of `batch_size` samples of every array (per-sample shape and dtype)
+/// fits the limits policy ([`crate::limits::max_bytes`]), before any batch is allocated.
+pub(crate) fn check_batch_bytes<'a>(
+    what: &str,
+    batch_size: usize,
+    arrays: impl IntoIterator<Item = (&'a [usize], DType)>,
+) -> Result<()> {
+    let key = format!("{what}: batch_size");
+    let mut total: u64 = 0;
+    for (sample, dtype) in arrays {
+        let bytes =
+            crate::limits::array_bytes(&key, &batch_shape(batch_size, sample), dtype.size())?;
+        total = total.saturating_add(bytes);
+    }
+    crate::limits::check_bytes(&key, total, &format!("one batch of {batch_size} samples"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

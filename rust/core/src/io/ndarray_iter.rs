@@ -1,7 +1,10 @@
 //! NDArrayIter: batches over in-memory arrays, with MXNet 1.9.1's shuffling and its three
 //! ways of handling the last, incomplete batch (`pad`, `discard`, `roll_over`).
 
-use super::{batch_shape, check_batch_size, take_rows, DataBatch, DataDesc, DataIter, Shuffler};
+use super::{
+    batch_shape, check_batch_bytes, check_batch_size, take_rows, DataBatch, DataDesc, DataIter,
+    Shuffler,
+};
 use crate::error::{Error, Result};
 use crate::tensor::NDArray;
 use std::fmt;
@@ -185,6 +188,13 @@ impl NDArrayIter {
                 format!("\"{}\" twice", w[0]),
             ));
         }
+        check_batch_bytes(
+            what,
+            opts.batch_size,
+            data.iter()
+                .chain(&label)
+                .map(|(_, a)| (&a.shape()[1..], a.dtype())),
+        )?;
         let shuffler = Shuffler::new(opts.seed);
         let mut it = NDArrayIter {
             data,

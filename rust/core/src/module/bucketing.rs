@@ -39,6 +39,16 @@ impl Module {
         for (dst, s) in self.execs.iter_mut().zip(&src.execs) {
             for name in &self.param_names {
                 dst.set_arg(name, s.arg(name)?.clone())?;
+                // Buckets share gradients too (SPEC §8): with grad_req "add" they accumulate
+                // across buckets until the next update, as MXNet's shared arrays do.
+                let i = dst.arg_names().iter().position(|n| n == name);
+                if let (Some(i), Some(g)) = (i, s.grad(name)?) {
+                    if let Some(slot @ Some(_)) = dst.grad_arrays.get_mut(i) {
+                        if slot.as_ref().is_some_and(|d| d.shape() == g.shape()) {
+                            *slot = Some(g.clone());
+                        }
+                    }
+                }
             }
             for name in &self.aux_names {
                 let i = s.aux_names().iter().position(|n| n == name);

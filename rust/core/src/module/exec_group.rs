@@ -197,4 +197,25 @@ impl Module {
             })
             .collect()
     }
+
+    /// What a monitor reports for this module at the end of a step, device by device as
+    /// MXNet's `Monitor.toc` walks each executor: every argument (data and label included),
+    /// each followed by its gradient `{arg}_grad` if a backward computed one since the last
+    /// forward (none after a forward-only step), then every auxiliary state.
+    pub fn monitored_arrays(&self) -> Result<Vec<(String, NDArray)>> {
+        self.need_bound("monitored_arrays")?;
+        let mut out = Vec::new();
+        for e in &self.execs {
+            for n in e.arg_names() {
+                out.push((n.clone(), e.arg(n)?.clone()));
+                if let (true, Some(g)) = (e.grads_fresh(), e.grad(n)?) {
+                    out.push((format!("{n}_grad"), g.clone()));
+                }
+            }
+            for (n, a) in e.aux_names().iter().zip(&e.aux_arrays) {
+                out.push((n.clone(), a.clone()));
+            }
+        }
+        Ok(out)
+    }
 }

@@ -361,6 +361,24 @@ impl Module {
             .collect();
         self.check_descs("bind", &opts.data_shapes, &label)?;
         let batch = Self::batch_of(&opts.data_shapes);
+        if batch == 0 {
+            let shapes: Vec<String> = opts
+                .data_shapes
+                .iter()
+                .map(|d| {
+                    format!(
+                        "{}: {}",
+                        d.name,
+                        crate::error::tuple_text(&format!("{:?}", d.shape))
+                    )
+                })
+                .collect();
+            return Err(Error::invalid(
+                "module.bind: data_shapes",
+                "a batch of at least 1 sample along the batch axis (axis N of the layout)",
+                format!("[{}]", shapes.join(", ")),
+            ));
+        }
         let slices = split_input_slice(batch, &self.workload)?;
         // Keep current parameter values across a rebind.
         if self.binded && self.params_initialized {
@@ -444,6 +462,12 @@ impl Module {
             return Ok(());
         }
         self.need_params("init_optimizer")?;
+        {
+            // The symbol's __lr_mult__ / __wd_mult__ attributes apply to every optimizer the
+            // module gets, one made by name or a value (under the multipliers it was given).
+            let (lr, wd) = self.symbol_mults()?;
+            lock_opt(&optimizer).merge_symbol_mults(lr, wd)?;
+        }
         if opts.reset_optimizer {
             let mut o = lock_opt(&optimizer);
             o.set_rescale_grad(1.0 / self.batch_size.max(1) as f64)?;
@@ -458,6 +482,29 @@ impl Module {
         self.optimizer = Some(optimizer);
         self.states = Arc::new(Mutex::new(self.pending_states.take().unwrap_or_default()));
         Ok(())
+    }
+
+    /// The `__lr_mult__` / `__wd_mult__` attributes of the symbol's arguments (MXNet's
+    /// `sym_info`), by name; a value that is not a number is an error naming the variable.
+    fn symbol_mults(&self) -> Result<(BTreeMap<String, f64>, BTreeMap<String, f64>)> {
+        let attrs = self.symbol.attr_dict();
+        let (mut lr, mut wd) = (BTreeMap::new(), BTreeMap::new());
+        for name in self.symbol.list_arguments() {
+            let Some(a) = attrs.get(&name) else { continue };
+            for (key, out) in [("__lr_mult__", &mut lr), ("__wd_mult__", &mut wd)] {
+                if let Some(v) = a.get(key) {
+                    let m = v.trim().parse::<f64>().map_err(|_| {
+                        Error::invalid(
+                            format!("module.init_optimizer: attribute {key} of \"{name}\""),
+                            "a number",
+                            format!("\"{v}\""),
+                        )
+                    })?;
+                    out.insert(name.clone(), m);
+                }
+            }
+        }
+        Ok((lr, wd))
     }
 
     /// Shares `other`'s optimizer and its states.

@@ -395,7 +395,7 @@ struct AddN {
 impl AddN {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
         Ok(Arc::new(AddN {
-            n: p.usize_min("num_args", 1)?,
+            n: p.num_args("num_args")?,
         }))
     }
 

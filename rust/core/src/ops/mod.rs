@@ -547,7 +547,13 @@ pub fn invoke(
         .iter()
         .map(|a| Some(a.shape().to_vec()))
         .collect();
-    inst.infer_shape(&node, &mut shapes, &mut aux_shapes)?;
+    let out_shapes = inst.infer_shape(&node, &mut shapes, &mut aux_shapes)?;
+    // The limits policy, before the forward allocates: an output past the byte limit (a
+    // broadcast_to, tile or one_hot of a huge size) is an error, not an abort.
+    let elem_size = given.first().map_or(4, |a| a.dtype().size());
+    for (o, s) in inst.output_names().iter().zip(&out_shapes) {
+        crate::limits::array_bytes(&format!("{op}: output \"{o}\""), s, elem_size)?;
+    }
     for ((n, a), s) in names
         .iter()
         .zip(given.iter().chain(aux_arrays.iter()))

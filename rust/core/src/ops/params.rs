@@ -248,6 +248,23 @@ impl Params {
         Ok(v as usize)
     }
 
+    /// A variadic operator's input count (`num_args`): at least 1 and at most
+    /// [`crate::limits::MAX_NUM_ARGS`], checked before anything is sized by it.
+    pub fn num_args(&self, name: &str) -> Result<usize> {
+        let n = self.usize_min(name, 1)?;
+        if n > crate::limits::MAX_NUM_ARGS {
+            return Err(self.bad(
+                name,
+                &format!(
+                    "at most {} inputs (the limit MAX_NUM_ARGS)",
+                    crate::limits::MAX_NUM_ARGS
+                ),
+                n,
+            ));
+        }
+        Ok(n)
+    }
+
     /// An optional integer parameter.
     pub fn opt_int(&self, name: &str) -> Result<Option<i64>> {
         match self.get(name)? {

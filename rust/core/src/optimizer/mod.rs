@@ -475,6 +475,27 @@ impl Optimizer {
         Ok(())
     }
 
+    /// Adds a symbol's `__lr_mult__` / `__wd_mult__` attributes under the multipliers this
+    /// optimizer already has (which win): what a Module does with an optimizer value given to
+    /// `init_optimizer`, so that it honours the attributes as one created by name does.
+    pub fn merge_symbol_mults(
+        &mut self,
+        lr: BTreeMap<String, f64>,
+        wd: BTreeMap<String, f64>,
+    ) -> Result<()> {
+        let what = format!("optimizer.{}: symbol multipliers", self.name());
+        check_mults(&what, &lr)?;
+        check_mults(&what, &wd)?;
+        let mut merged_lr = lr;
+        merged_lr.extend(std::mem::take(&mut self.sym_lr_mult));
+        self.sym_lr_mult = merged_lr;
+        let mut merged_wd = wd;
+        merged_wd.extend(std::mem::take(&mut self.sym_wd_mult));
+        self.sym_wd_mult = merged_wd;
+        self.rebuild_mults();
+        Ok(())
+    }
+
     fn rebuild_mults(&mut self) {
         self.lr_mult = self.sym_lr_mult.clone();
         self.lr_mult.extend(self.lr_mult_args.clone());

@@ -16,7 +16,6 @@ use crate::ops::{self, OpDef, Operator};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -224,51 +223,16 @@ pub fn to_json(sym: &Symbol) -> String {
     w.out
 }
 
-/// Writes `to_json(sym)` to `path` atomically: the text goes to a temporary file in the same
-/// directory, which is then renamed over `path`.
+/// Writes `to_json(sym)` to `path` atomically, through [`crate::atomic_file::write`].
 pub fn save(sym: &Symbol, path: impl AsRef<Path>) -> Result<()> {
-    let path = path.as_ref();
-    let io = |source| Error::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let file_name = path.file_name().ok_or_else(|| {
-        Error::invalid(
-            "symbol save: path",
-            "a file path",
-            format!("\"{}\"", path.display()),
-        )
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(to_json(sym).as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
-    })
+    crate::atomic_file::write(path.as_ref(), to_json(sym).as_bytes())
 }
 
 /// Reads a symbol JSON file (modern or pre-1.0 layout); format errors name the file.
 pub fn load(path: impl AsRef<Path>) -> Result<Symbol> {
     let path = path.as_ref();
     let shown = path.display().to_string();
-    let text = std::fs::read(path).map_err(|source| Error::Io {
-        path: shown.clone(),
-        source,
-    })?;
-    let text = String::from_utf8(text)
+    let text = String::from_utf8(crate::limits::read_file(path)?)
         .map_err(|e| Error::format(&shown, format!("not UTF-8 text: {e}")))?;
     parse(&text, &shown)
 }

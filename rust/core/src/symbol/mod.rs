@@ -6,9 +6,10 @@ pub mod json;
 use crate::error::{Error, Result};
 use crate::ops::{self, OpDef, Operator};
 use crate::tensor::DType;
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// One graph node: a variable (`op` is None) or an operator application.
 #[derive(Debug)]
@@ -130,25 +131,66 @@ impl Node {
     }
 }
 
-/// MXNet's automatic-name counters: one per hint, process-wide (like `NameManager`).
-static NAME_COUNTERS: Mutex<Option<HashMap<String, usize>>> = Mutex::new(None);
+thread_local! {
+    /// MXNet's automatic-name counters (its `NameManager`): one per hint, per thread as
+    /// MXNet's is, in a stack of scopes — [`with_fresh_names`] pushes an empty one.
+    static NAME_SCOPES: RefCell<Vec<HashMap<String, usize>>> = RefCell::new(vec![HashMap::new()]);
+}
 
 /// `{hint}{counter}`: the next automatic name for `hint` (MXNet lowercases the called
 /// function's name: `FullyConnected` → `fullyconnected0`, `_PlusScalar` → `_plusscalar0`).
 pub fn auto_name(hint: &str) -> String {
-    let mut guard = NAME_COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
-    let c = guard
-        .get_or_insert_with(HashMap::new)
-        .entry(hint.to_string())
-        .or_insert(0);
-    let name = format!("{hint}{c}");
-    *c += 1;
-    name
+    NAME_SCOPES.with(|scopes| {
+        let mut scopes = scopes.borrow_mut();
+        if scopes.is_empty() {
+            scopes.push(HashMap::new());
+        }
+        let top = scopes.len() - 1;
+        let c = scopes[top].entry(hint.to_string()).or_insert(0);
+        let name = format!("{hint}{c}");
+        *c += 1;
+        name
+    })
 }
 
-/// Restarts every automatic-name counter at 0.
+/// Restarts every automatic-name counter of the current scope at 0.
 pub fn reset_auto_names() {
-    *NAME_COUNTERS.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    NAME_SCOPES.with(|scopes| {
+        if let Some(top) = scopes.borrow_mut().last_mut() {
+            top.clear();
+        }
+    })
+}
+
+/// Starts a fresh automatic-name scope on this thread (counters at 0); [`exit_name_scope`]
+/// returns to the enclosing one with its counters as they were. Prefer [`with_fresh_names`].
+pub fn enter_name_scope() {
+    NAME_SCOPES.with(|scopes| scopes.borrow_mut().push(HashMap::new()))
+}
+
+/// Ends the scope [`enter_name_scope`] started (the outermost scope is never removed).
+pub fn exit_name_scope() {
+    NAME_SCOPES.with(|scopes| {
+        let mut scopes = scopes.borrow_mut();
+        if scopes.len() > 1 {
+            scopes.pop();
+        }
+    })
+}
+
+/// Runs `f` under a fresh automatic-name scope, as MXNet's `with NameManager():` does (how a
+/// BucketingModule runs `sym_gen`: an unnamed op gets the same name in every bucket, and the
+/// caller's counters are left as they were).
+pub fn with_fresh_names<T>(f: impl FnOnce() -> T) -> T {
+    struct Exit;
+    impl Drop for Exit {
+        fn drop(&mut self) {
+            exit_name_scope();
+        }
+    }
+    enter_name_scope();
+    let _exit = Exit;
+    f()
 }
 
 /// Shapes from `infer_shape`: (arguments, outputs, auxiliary states), each in list order.
@@ -682,5 +724,23 @@ fn aux_init(name: &str) -> Option<&'static str> {
         Some("[\"one\", {}]")
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_name_scope_restarts_counters_and_restores_the_callers() {
+        let first = auto_name("scopetest");
+        let inner: Vec<String> = (0..2)
+            .map(|_| with_fresh_names(|| auto_name("scopetest")))
+            .collect();
+        assert_eq!(inner, ["scopetest0", "scopetest0"]);
+        let next = auto_name("scopetest");
+        let n = |s: &str| s.trim_start_matches("scopetest").parse::<usize>().unwrap();
+        assert_eq!(n(&next), n(&first) + 1);
     }
 }

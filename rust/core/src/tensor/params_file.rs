@@ -38,10 +38,7 @@ use crate::error::{Error, Result};
 use crate::tensor::{DType, NDArray};
 use std::collections::HashMap;
 use std::fmt;
-use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 /// The first `u64` of every NDArray list file.
 const FILE_MAGIC: u64 = 0x112;
@@ -426,6 +423,15 @@ fn read_shape(c: &mut Cursor, layout: Layout, magic: u32, start: usize) -> Resul
             return Err(c.err(at, format!("{layout} record with ndim 0: {no_array}")));
         }
         let ndim = ndim as usize;
+        if ndim > crate::limits::MAX_NDIM {
+            return Err(c.err(
+                at,
+                format!(
+                    "ndim {ndim}: at most {} axes (the limit MAX_NDIM)",
+                    crate::limits::MAX_NDIM
+                ),
+            ));
+        }
         // Check the bytes are there before allocating `ndim` dimensions.
         if ndim.saturating_mul(8) > c.left() {
             return Err(c.err(
@@ -488,17 +494,13 @@ fn unsupported_flag(flag: i32) -> String {
 /// Reads and decodes the NDArray list file at `path`. An unreadable file is an [`Error::Io`]
 /// naming the path; a malformed one an [`Error::Format`] (see [`decode`]).
 pub fn load(path: &Path) -> Result<NdList> {
-    let bytes = fs::read(path).map_err(|source| Error::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = crate::limits::read_file(path)?;
     decode(&bytes, &path.display().to_string())
 }
 
-/// Writes `list` to `path` atomically: the bytes of [`encode`] go to a temporary file in the
-/// same directory (`.{name}.tmp.{pid}.{counter}`), which is flushed to disk and renamed over
-/// `path`, so a reader sees the old file or the new one, never a partial one. On failure the
-/// temporary file is removed and an [`Error::Io`] names `path`.
+/// Writes `list` to `path` atomically through [`crate::atomic_file::write`]: a reader sees the
+/// old file or the new one, never a partial one; the file's mode is kept; on failure an
+/// [`Error::Io`] names `path`.
 ///
 /// ```
 /// use mxfn_core::tensor::params_file::{load, save, NdList};
@@ -513,57 +515,7 @@ pub fn load(path: &Path) -> Result<NdList> {
 /// # Ok::<(), mxfn_core::Error>(())
 /// ```
 pub fn save(path: &Path, list: &NdList) -> Result<()> {
-    write_atomic(path, &encode(list))
-}
-
-/// Writes `bytes` to `path` atomically, as [`save`] does (temporary file in the same directory,
-/// flushed, renamed over `path`; removed on failure; an [`Error::Io`] names `path`). Also used
-/// for the `.states` files.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let io_err = |source: std::io::Error| Error::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    let name = path.file_name().ok_or_else(|| {
-        io_err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the path does not name a file",
-        ))
-    })?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}.{}",
-        name.to_string_lossy(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    if let Err(e) = write_and_rename(&tmp, bytes, path) {
-        // The temp file may not exist (creation failed); nothing else to clean up then.
-        let _ = fs::remove_file(&tmp);
-        return Err(io_err(e));
-    }
-    // Make the rename itself durable; best effort, as not every platform can sync a directory.
-    #[cfg(unix)]
-    if let Ok(d) = fs::File::open(&dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
-}
-
-/// Writes `bytes` to the new file `tmp`, flushes it to disk and renames it to `target`.
-fn write_and_rename(tmp: &Path, bytes: &[u8], target: &Path) -> std::io::Result<()> {
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    fs::rename(tmp, target)
+    crate::atomic_file::write(path, &encode(list))
 }
 
 #[cfg(test)]
@@ -820,7 +772,7 @@ mod tests {
             (one(record(false, &[], (1, 0), 0, &[])), "at byte 32 (array 0): V2 record with ndim 0"),
             (one(record(true, &[-1], (1, 0), 0, &[])), "V3 record of unknown shape (dimension 0 is -1)"),
             (one(hex("00 00 00 00")), "at byte 24 (array 0): V0 record with ndim 0"),
-            (one(hex("c9 fa 93 f9 00 00 00 00 ff ff ff 7f")), "at byte 36 (array 0): the file ends early: 2147483647 dimensions need"),
+            (one(hex("c9 fa 93 f9 00 00 00 00 ff ff ff 7f")), "at byte 32 (array 0): ndim 2147483647: at most 32 axes (the limit MAX_NDIM)"),
             (one(hex("c9 fa 93 f9 00 00 00 00 fe ff ff ff")), "negative ndim -2"),
             (one(hex("c9 fa 93 f9 01 00 00 00")), "at byte 28 (array 0): sparse storage (row_sparse/csr) is not supported (storage type 1)"),
             (one(hex("c9 fa 93 f9 02 00 00 00")), "sparse storage (row_sparse/csr) is not supported (storage type 2)"),

@@ -176,10 +176,7 @@ pub fn decode(bytes: &[u8], path: &str) -> Result<OptStates> {
 /// Reads and decodes the `.states` file at `path`. An unreadable file is an [`Error::Io`]
 /// naming the path; a malformed one an [`Error::Format`] (see [`decode`]).
 pub fn load(path: &Path) -> Result<OptStates> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = crate::limits::read_file(path)?;
     decode(&bytes, &path.display().to_string())
 }
 
@@ -544,8 +541,14 @@ impl<'a> Reader<'a> {
                 "expected a dict parameter index -> state, the pickle holds a {kind}"
             )));
         };
-        // Every object of a real file costs at least a byte; no more states than that.
-        let mut budget = self.buf.len();
+        // Every object of a real file costs at least a byte, and every array its bytes: the
+        // states may reference no more values, nor more array bytes, than the file holds
+        // (a memo reference repeats an array for a few bytes, and saving the states writes
+        // each reference out in full).
+        let mut budget = Budget {
+            values: self.buf.len(),
+            array_bytes: self.buf.len(),
+        };
         let mut out = OptStates::new();
         for &(k, v) in pairs {
             let index = match self.obj(k) {
@@ -568,13 +571,22 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn state(&self, id: Id, depth: usize, budget: &mut usize) -> Result<State, String> {
-        *budget = budget
+    fn state(&self, id: Id, depth: usize, budget: &mut Budget) -> Result<State, String> {
+        budget.values = budget
+            .values
             .checked_sub(1)
             .ok_or("more state values than the file has bytes (objects reused)")?;
         match self.obj(id) {
             Obj::None => Ok(State::None),
-            Obj::NDArray(Some(a)) => Ok(State::Array(a.clone())),
+            Obj::NDArray(Some(a)) => {
+                budget.array_bytes = budget
+                    .array_bytes
+                    .checked_sub(a.size() * a.dtype().size())
+                    .ok_or(
+                        "the states reference more array bytes than the file has (arrays reused)",
+                    )?;
+                Ok(State::Array(a.clone()))
+            }
             Obj::NDArray(None) => Err("an NDArray that never got its data (no BUILD)".into()),
             Obj::Tuple(_) if depth >= MAX_DEPTH => {
                 Err(format!("tuples nested more than {MAX_DEPTH} deep"))
@@ -590,6 +602,14 @@ impl<'a> Reader<'a> {
             )),
         }
     }
+}
+
+/// What the states of one file may still reference (see [`Reader::states`]).
+struct Budget {
+    /// State values (arrays, tuples, `None`s).
+    values: usize,
+    /// Bytes of array data, each reference counted.
+    array_bytes: usize,
 }
 
 // -- writing -------------------------------------------------------------------------------------
@@ -628,7 +648,7 @@ pub fn encode(states: &OptStates) -> Vec<u8> {
 /// Writes `states` to `path` atomically (as `.params` files are written: a temporary file
 /// renamed over `path`); an [`Error::Io`] names `path` on failure.
 pub fn save(path: &Path, states: &OptStates) -> Result<()> {
-    params_file::write_atomic(path, &encode(states))
+    crate::atomic_file::write(path, &encode(states))
 }
 
 /// Python's pickler, reduced to what `encode` needs. Every `save_*` method starts where

@@ -24,7 +24,7 @@ impl Concat {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
         Ok(Arc::new(Concat {
             dim: p.int("dim")?,
-            num_args: p.usize_min("num_args", 1)?,
+            num_args: p.num_args("num_args")?,
         }))
     }
 
@@ -149,7 +149,7 @@ impl Stack {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
         Ok(Arc::new(Stack {
             axis: p.int("axis")?,
-            num_args: p.usize_min("num_args", 1)?,
+            num_args: p.num_args("num_args")?,
         }))
     }
 

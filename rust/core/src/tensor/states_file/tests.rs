@@ -243,6 +243,22 @@ fn reused_objects_cannot_amplify() {
         e.contains("the arrays outgrow the file (records reused)"),
         "{e}"
     );
+    // One 4 KB array (memoised) referenced by two parameters: it loads as one array, but
+    // saving the states would write it twice — the references count, not the reads.
+    let mut p = b"\x80\x04}K\x00\x8c\x15mxnet.ndarray.ndarray\x8c\x07NDArray\x93\x94N\x85\x94R\x94}\x8c\x06handle\x94\x8c\x08builtins\x8c\x09bytearray\x93B".to_vec();
+    p.extend((rec.len() as u32).to_le_bytes());
+    p.extend(&rec);
+    p.extend(b"\x85R\x94sbs"); // {0: nd}, the NDArray in memo 2
+    assert_eq!(
+        decode(&[&p[..], b"."].concat(), "t.states").unwrap().len(),
+        1
+    );
+    p.extend(b"K\x01h\x02s.");
+    let e = err(&p);
+    assert!(
+        e.contains("reference more array bytes than the file has"),
+        "{e}"
+    );
     // A tuple tripling through memo references, 15 levels deep: 3^15 states from 70 bytes.
     let mut p = b"\x80\x04}K\x00N".to_vec();
     for j in 0..15u8 {
