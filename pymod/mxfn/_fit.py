@@ -1,8 +1,10 @@
 """The high-level module API: fit, score, predict, fit_params, history (SPEC §2, §8).
 
-These are plain loops over the intermediate functions of ``mxfn.module`` (bind, init_params,
-init_optimizer, forward_backward, update, update_metric, forward, outputs_merged, …), so
-callbacks, logging (logger ``"mxfn"``) and monitors stay in Python. ``mxfn.module``
+``fit`` and ``score`` run the core's one fit loop and one score loop (shared with the Rust
+``Module::fit`` / ``Module::score``, which fix MXNet's order of things) over steps written
+here with the intermediate functions of ``mxfn.module`` (bind, init_params, init_optimizer,
+forward_backward, update, update_metric, forward, outputs_merged, …), so Python iterators,
+metrics, callbacks, logging (logger ``"mxfn"``) and monitors work as they are. ``mxfn.module``
 re-exports them; ``plot_history`` is re-exported by ``mx.visualization``.
 """
 
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import numbers
-import time
 import weakref
 from collections.abc import Mapping
 
@@ -244,23 +245,46 @@ def score(mod, opts=None, /, **kw) -> list:
         io.reset(it)
     eval_metric = _metric(o["eval_metric"])
     metric.reset(eval_metric)
-    actual = 0
-    for nbatch, batch in _batches(it, _num_batch(fname, o["num_batch"])):
+    steps = _ScoreSteps(m, mod, it, eval_metric, o["epoch"], batch_cbs)
+    num_batch = _num_batch(fname, o["num_batch"])
+    actual = _native.score_loop(steps, None if num_batch is None or num_batch < 0 else num_batch)
+    for cb in end_cbs:
+        cb(batch_end_param(o["epoch"], actual, eval_metric, steps.locals(actual)))
+    return metric.get_name_value(eval_metric)
+
+
+class _ScoreSteps:
+    """``score``'s steps of the core's one score loop (``mxfn_core::module::run_loop``, which
+    fixes their order for Python and Rust alike)."""
+
+    def __init__(self, m, mod, it, eval_metric, epoch, batch_cbs):
+        self.m, self.mod, self.it, self.eval_metric = m, mod, it, eval_metric
+        self.epoch, self.batch_cbs = epoch, batch_cbs
+        self.batches = iter(it)
+        self.batch = None
+
+    def next_batch(self):
+        return next(self.batches, None)
+
+    def eval_batch(self, batch):
+        m, mod = self.m, self.mod
+        self.batch = batch
         m.forward(mod, batch, is_train=False)
         pad = io.batch_pad(batch)
         labels = io.batch_label(batch) or []
         if pad:
-            outs = _unpad(m.outputs_merged(mod), pad)
-            labels = _unpad(labels, pad)
-            metric.update(eval_metric, labels, outs)
+            metric.update(self.eval_metric, _unpad(labels, pad), _unpad(m.outputs_merged(mod), pad))
         else:
-            m.update_metric(mod, eval_metric, labels)
-        for cb in batch_cbs:
-            cb(batch_end_param(o["epoch"], nbatch, eval_metric, dict(locals())))
-        actual += 1
-    for cb in end_cbs:
-        cb(batch_end_param(o["epoch"], actual, eval_metric, dict(locals())))
-    return metric.get_name_value(eval_metric)
+            m.update_metric(mod, self.eval_metric, labels)
+
+    def batch_end(self, nbatch):
+        for cb in self.batch_cbs:
+            cb(batch_end_param(self.epoch, nbatch, self.eval_metric, self.locals(nbatch)))
+
+    def locals(self, nbatch) -> dict:
+        """What MXNet's callbacks find in ``BatchEndParam.locals``."""
+        return {"self": self.mod, "eval_data": self.it, "eval_metric": self.eval_metric,
+                "epoch": self.epoch, "nbatch": nbatch, "eval_batch": self.batch}
 
 
 # -- predict --------------------------------------------------------------------------------
@@ -425,64 +449,86 @@ def fit(mod, train_data=None, opts=None, /, **kw):
 
     validation_metric = fp["validation_metric"] if fp["validation_metric"] is not None else fp["eval_metric"]
     eval_metric = _metric(fp["eval_metric"])
-    eval_data = o["eval_data"]
 
-    for epoch in range(fp["begin_epoch"], num_epoch):
-        tic = time.time()
-        io.reset(train)
-        metric.reset(eval_metric)
-        nbatch = 0
-        data_iter = iter(train)
-        end_of_batch = False
-        try:
-            next_data_batch = next(data_iter)
-        except StopIteration:
-            end_of_batch = True
-        eval_name_vals = metric.get_global_name_value(eval_metric)
-        while not end_of_batch:
-            data_batch = next_data_batch
-            if monitor is not None:
-                mon_ns.tic(monitor)
-            m.forward_backward(mod, data_batch)
-            m.update(mod)
-            m.update_metric(mod, eval_metric, io.batch_label(data_batch) or [])
-            try:
-                next_data_batch = next(data_iter)
-            except StopIteration:
-                end_of_batch = True
-            if monitor is not None:
-                mon_ns.toc_print(monitor)
-            if end_of_batch:
-                eval_name_vals = metric.get_global_name_value(eval_metric)
-            if batch_cbs:
-                param = batch_end_param(epoch, nbatch, eval_metric, dict(locals()))
-                for cb in batch_cbs:
-                    cb(param)
-            nbatch += 1
+    steps = _FitSteps(m, mod, train, o["eval_data"], fp, eval_metric, validation_metric, monitor,
+                      batch_cbs, epoch_cbs)
+    _native.fit_loop(steps, fp["begin_epoch"], max(num_epoch, fp["begin_epoch"]))
+    return mod
 
-        for name, val in eval_name_vals:
+
+class _FitSteps:
+    """``fit``'s steps of the core's one fit loop (``mxfn_core::module::run_loop``, which
+    fixes their order — MXNet's — for Python and Rust alike)."""
+
+    def __init__(self, m, mod, train, eval_data, fp, eval_metric, validation_metric, monitor,
+                 batch_cbs, epoch_cbs):
+        self.m, self.mod, self.train, self.eval_data, self.fp = m, mod, train, eval_data, fp
+        self.eval_metric, self.validation_metric = eval_metric, validation_metric
+        self.monitor, self.batch_cbs, self.epoch_cbs = monitor, batch_cbs, epoch_cbs
+        self.batches = None
+        self.data_batch = None
+        self.eval_name_vals = []
+
+    def begin_epoch(self, epoch):
+        io.reset(self.train)
+        metric.reset(self.eval_metric)
+        self.batches = iter(self.train)
+        self.eval_name_vals = metric.get_global_name_value(self.eval_metric)
+
+    def next_batch(self):
+        return next(self.batches, None)
+
+    def train_batch(self, epoch, data_batch):
+        m, mod = self.m, self.mod
+        self.data_batch = data_batch
+        if self.monitor is not None:
+            mon_ns.tic(self.monitor)
+        m.forward_backward(mod, data_batch)
+        m.update(mod)
+        m.update_metric(mod, self.eval_metric, io.batch_label(data_batch) or [])
+
+    def batch_end(self, epoch, nbatch, last):
+        if self.monitor is not None:
+            mon_ns.toc_print(self.monitor)
+        if last:
+            self.eval_name_vals = metric.get_global_name_value(self.eval_metric)
+        if self.batch_cbs:
+            param = batch_end_param(epoch, nbatch, self.eval_metric, self.locals(epoch, nbatch, last))
+            for cb in self.batch_cbs:
+                cb(param)
+
+    def locals(self, epoch, nbatch, last) -> dict:
+        """What MXNet's callbacks find in ``BatchEndParam.locals`` (its fit's local variables)."""
+        return {"self": self.mod, "train_data": self.train, "eval_data": self.eval_data,
+                "eval_metric": self.eval_metric, "validation_metric": self.validation_metric,
+                "monitor": self.monitor, "epoch": epoch, "nbatch": nbatch,
+                "data_batch": self.data_batch, "end_of_batch": last}
+
+    def end_epoch(self, epoch, seconds):
+        m, mod = self.m, self.mod
+        for name, val in self.eval_name_vals:
             _LOG.info("Epoch[%d] Train-%s=%f", epoch, name, val)
             _record(mod, f"train-{name}", val)
-        toc = time.time()
-        _LOG.info("Epoch[%d] Time cost=%.3f", epoch, toc - tic)
-        _record(mod, "time", toc - tic)
-
-        if epoch_cbs or _num_contexts(m, mod) > 1:
+        _LOG.info("Epoch[%d] Time cost=%.3f", epoch, seconds)
+        _record(mod, "time", seconds)
+        if self.epoch_cbs or _num_contexts(m, mod) > 1:
             arg_params, aux_params = m.get_params(mod)
             if _num_contexts(m, mod) > 1:
                 # MXNet syncs the (averaged) aux states back to every device after each epoch.
                 m.set_params(mod, arg_params=arg_params, aux_params=aux_params)
-            for cb in epoch_cbs:
+            for cb in self.epoch_cbs:
                 cb(epoch, m.symbol(mod), arg_params, aux_params)
 
-        if eval_data is not None:
-            res = score(mod, eval_data=eval_data, eval_metric=validation_metric,
-                        score_end_callback=fp["eval_end_callback"],
-                        batch_end_callback=fp["eval_batch_end_callback"], epoch=epoch)
-            for name, val in res:
-                _LOG.info("Epoch[%d] Validation-%s=%f", epoch, name, val)
-                _record(mod, f"validation-{name}", val)
-    return mod
+    def validate(self, epoch):
+        if self.eval_data is None:
+            return
+        fp = self.fp
+        res = score(self.mod, eval_data=self.eval_data, eval_metric=self.validation_metric,
+                    score_end_callback=fp["eval_end_callback"],
+                    batch_end_callback=fp["eval_batch_end_callback"], epoch=epoch)
+        for name, val in res:
+            _LOG.info("Epoch[%d] Validation-%s=%f", epoch, name, val)
+            _record(self.mod, f"validation-{name}", val)
 
 
 def _num_contexts(m, mod) -> int:

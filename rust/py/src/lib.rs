@@ -10,6 +10,7 @@ mod metric;
 mod module;
 mod nd;
 mod optim;
+mod run_loop;
 mod sym;
 
 use pyo3::prelude::*;
@@ -31,5 +32,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sym::register(m)?;
     module::register(m)?;
     bucketing::register(m)?;
+    run_loop::register(m)?;
     Ok(())
 }

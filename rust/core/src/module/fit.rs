@@ -1,7 +1,9 @@
-//! The one fit / score / predict loop (MXNet's `BaseModule.fit`, `score`, `predict`), with
-//! MXNet's callback order: batch-end callbacks after each batch; at the end of an epoch the
-//! training metric, the parameter sync, the epoch-end callbacks, then the validation pass.
+//! fit / score / predict over core iterators (MXNet's `BaseModule.fit`, `score`, `predict`):
+//! the Module's steps of the one fit and score loops of [`super::run_loop`], which give
+//! MXNet's order (batch-end callbacks after each batch; at the end of an epoch the training
+//! metric, the parameter sync, the epoch-end callbacks, then the validation pass).
 
+use super::run_loop::{fit_loop, score_loop, FitSteps, ScoreSteps};
 use super::*;
 
 /// What a batch-end callback of [`Module::fit`] sees: the epoch, the 0-based batch number and
@@ -181,13 +183,13 @@ impl Module {
     pub fn fit(
         &mut self,
         train: &mut dyn crate::io::DataIter,
-        mut eval: Option<&mut dyn crate::io::DataIter>,
+        eval: Option<&mut dyn crate::io::DataIter>,
         opts: FitOptions,
     ) -> Result<Vec<EpochRecord>> {
         let FitOptions {
             num_epoch,
             begin_epoch,
-            mut eval_metric,
+            eval_metric,
             validation_metric,
             optimizer,
             reset_optimizer,
@@ -197,10 +199,10 @@ impl Module {
             allow_missing,
             force_rebind,
             force_init,
-            mut batch_end_callback,
-            mut epoch_end_callback,
-            mut eval_batch_end_callback,
-            mut eval_end_callback,
+            batch_end_callback,
+            epoch_end_callback,
+            eval_batch_end_callback,
+            eval_end_callback,
         } = opts;
         self.bind(BindOptions {
             data_shapes: train.provide_data(),
@@ -235,70 +237,20 @@ impl Module {
                 force_init: false,
             },
         )?;
-        let mut validation_metric = validation_metric.unwrap_or_else(|| eval_metric.clone());
-        let mut records = Vec::new();
-        for epoch in begin_epoch..num_epoch {
-            let tic = std::time::Instant::now();
-            train.reset()?;
-            eval_metric.reset();
-            let mut nbatch = 0usize;
-            while let Some(batch) = train.next_batch()? {
-                self.check_interrupt("fit")?;
-                self.forward_backward(&batch)?;
-                self.update()?;
-                self.update_metric(&mut eval_metric, &batch.label)?;
-                if let Some(cb) = batch_end_callback.as_mut() {
-                    cb(&BatchEndParam {
-                        epoch,
-                        nbatch,
-                        eval_metric: &eval_metric,
-                    });
-                }
-                nbatch += 1;
-            }
-            let train_values = eval_metric.get_global();
-            let seconds = tic.elapsed().as_secs_f64();
-            if self.execs.len() > 1 {
-                // MXNet syncs the averaged params (aux states included) back to every device.
-                let (a, x) = self.get_params()?;
-                self.set_params(InitOptions {
-                    arg_params: Some(a),
-                    aux_params: Some(x),
-                    force_init: true,
-                    ..Default::default()
-                })?;
-            }
-            if let Some(cb) = epoch_end_callback.as_mut() {
-                cb(epoch, self)?;
-            }
-            let validation = match eval.as_deref_mut() {
-                Some(it) => {
-                    let nbatch = self.score_batches(
-                        it,
-                        &mut validation_metric,
-                        None,
-                        epoch,
-                        eval_batch_end_callback.as_mut(),
-                    )?;
-                    if let Some(cb) = eval_end_callback.as_mut() {
-                        cb(&BatchEndParam {
-                            epoch,
-                            nbatch,
-                            eval_metric: &validation_metric,
-                        });
-                    }
-                    validation_metric.get()
-                }
-                None => vec![],
-            };
-            records.push(EpochRecord {
-                epoch,
-                train: train_values,
-                validation,
-                seconds,
-            });
-        }
-        Ok(records)
+        let mut steps = CoreFit {
+            validation_metric: validation_metric.unwrap_or_else(|| eval_metric.clone()),
+            module: self,
+            train,
+            eval,
+            eval_metric,
+            batch_end_callback,
+            epoch_end_callback,
+            eval_batch_end_callback,
+            eval_end_callback,
+            records: Vec::new(),
+        };
+        fit_loop(&mut steps, begin_epoch..num_epoch)?;
+        Ok(steps.records)
     }
 
     /// Evaluates `metric` (reset first) over `eval` (reset first), at most `num_batch`
@@ -322,36 +274,20 @@ impl Module {
         metric: &mut EvalMetric,
         num_batch: Option<usize>,
         epoch: usize,
-        mut batch_end: Option<&mut BatchEndCallback>,
+        batch_end: Option<&mut BatchEndCallback>,
     ) -> Result<usize> {
         self.need_params("score")?;
         eval.reset()?;
         metric.reset();
         on_pool(|| {
-            let mut n = 0usize;
-            while num_batch.is_none_or(|k| n < k) {
-                let Some(batch) = eval.next_batch()? else {
-                    break;
-                };
-                self.check_interrupt("score")?;
-                self.forward(&batch, Some(false))?;
-                if batch.pad > 0 {
-                    let outs = unpad(self.outputs_merged()?, batch.pad)?;
-                    let labels = unpad(batch.label.clone(), batch.pad)?;
-                    metric.update(&labels, &outs)?;
-                } else {
-                    self.update_metric(metric, &batch.label)?;
-                }
-                if let Some(cb) = batch_end.as_mut() {
-                    cb(&BatchEndParam {
-                        epoch,
-                        nbatch: n,
-                        eval_metric: metric,
-                    });
-                }
-                n += 1;
-            }
-            Ok(n)
+            let mut steps = CoreScore {
+                module: self,
+                eval,
+                metric,
+                epoch,
+                batch_end,
+            };
+            score_loop(&mut steps, num_batch)
         })
     }
 
@@ -485,5 +421,142 @@ impl Module {
                 merge(&parts)
             })
             .collect()
+    }
+}
+
+/// [`Module::fit`]'s steps of the one fit loop, over core iterators, metrics and callbacks.
+struct CoreFit<'m, 't, 'e> {
+    module: &'m mut Module,
+    train: &'t mut dyn crate::io::DataIter,
+    eval: Option<&'e mut dyn crate::io::DataIter>,
+    eval_metric: EvalMetric,
+    validation_metric: EvalMetric,
+    batch_end_callback: Option<BatchEndCallback>,
+    epoch_end_callback: Option<EpochEndCallback>,
+    eval_batch_end_callback: Option<BatchEndCallback>,
+    eval_end_callback: Option<BatchEndCallback>,
+    records: Vec<EpochRecord>,
+}
+
+impl FitSteps for CoreFit<'_, '_, '_> {
+    type Batch = DataBatch;
+    type Error = Error;
+
+    fn begin_epoch(&mut self, _epoch: usize) -> Result<()> {
+        self.train.reset()?;
+        self.eval_metric.reset();
+        Ok(())
+    }
+
+    fn next_batch(&mut self) -> Result<Option<DataBatch>> {
+        self.train.next_batch()
+    }
+
+    fn train_batch(&mut self, _epoch: usize, batch: &DataBatch) -> Result<()> {
+        self.module.check_interrupt("fit")?;
+        self.module.forward_backward(batch)?;
+        self.module.update()?;
+        self.module
+            .update_metric(&mut self.eval_metric, &batch.label)
+    }
+
+    fn batch_end(&mut self, epoch: usize, nbatch: usize, _last: bool) -> Result<()> {
+        if let Some(cb) = self.batch_end_callback.as_mut() {
+            cb(&BatchEndParam {
+                epoch,
+                nbatch,
+                eval_metric: &self.eval_metric,
+            });
+        }
+        Ok(())
+    }
+
+    fn end_epoch(&mut self, epoch: usize, seconds: f64) -> Result<()> {
+        let train = self.eval_metric.get_global();
+        if self.module.execs.len() > 1 {
+            // MXNet syncs the averaged params (aux states included) back to every device.
+            let (a, x) = self.module.get_params()?;
+            self.module.set_params(InitOptions {
+                arg_params: Some(a),
+                aux_params: Some(x),
+                force_init: true,
+                ..Default::default()
+            })?;
+        }
+        if let Some(cb) = self.epoch_end_callback.as_mut() {
+            cb(epoch, self.module)?;
+        }
+        self.records.push(EpochRecord {
+            epoch,
+            train,
+            validation: vec![],
+            seconds,
+        });
+        Ok(())
+    }
+
+    fn validate(&mut self, epoch: usize) -> Result<()> {
+        let Some(it) = self.eval.as_deref_mut() else {
+            return Ok(());
+        };
+        let nbatch = self.module.score_batches(
+            it,
+            &mut self.validation_metric,
+            None,
+            epoch,
+            self.eval_batch_end_callback.as_mut(),
+        )?;
+        if let Some(cb) = self.eval_end_callback.as_mut() {
+            cb(&BatchEndParam {
+                epoch,
+                nbatch,
+                eval_metric: &self.validation_metric,
+            });
+        }
+        if let Some(r) = self.records.last_mut() {
+            r.validation = self.validation_metric.get();
+        }
+        Ok(())
+    }
+}
+
+/// [`Module::score`]'s steps of the one score loop.
+struct CoreScore<'m, 'e, 'c> {
+    module: &'m mut Module,
+    eval: &'e mut dyn crate::io::DataIter,
+    metric: &'m mut EvalMetric,
+    epoch: usize,
+    batch_end: Option<&'c mut BatchEndCallback>,
+}
+
+impl ScoreSteps for CoreScore<'_, '_, '_> {
+    type Batch = DataBatch;
+    type Error = Error;
+
+    fn next_batch(&mut self) -> Result<Option<DataBatch>> {
+        self.eval.next_batch()
+    }
+
+    fn eval_batch(&mut self, batch: &DataBatch) -> Result<()> {
+        self.module.check_interrupt("score")?;
+        self.module.forward(batch, Some(false))?;
+        if batch.pad > 0 {
+            let outs = unpad(self.module.outputs_merged()?, batch.pad)?;
+            let labels = unpad(batch.label.clone(), batch.pad)?;
+            self.metric.update(&labels, &outs)
+        } else {
+            self.module.update_metric(self.metric, &batch.label)
+        }
+    }
+
+    fn batch_end(&mut self, nbatch: usize) -> Result<()> {
+        if let Some(cb) = self.batch_end.as_mut() {
+            cb(&BatchEndParam {
+                epoch: self.epoch,
+                nbatch,
+                eval_metric: self.metric,
+            });
+        }
+        Ok(())
     }
 }

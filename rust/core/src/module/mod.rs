@@ -41,6 +41,7 @@ mod exec_group;
 mod fit;
 mod options;
 mod params;
+pub mod run_loop;
 
 pub use checkpoint::{params_path, states_path};
 pub use exec_group::split_input_slice;
