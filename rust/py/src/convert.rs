@@ -2,8 +2,8 @@
 
 use crate::error::mxfn_err;
 use half::f16;
-use mxfn_core::tensor::Data;
 use mxfn_core::limits::MAX_NDIM;
+use mxfn_core::tensor::Data;
 use mxfn_core::NDArray;
 use numpy::{PyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;

@@ -248,7 +248,8 @@ impl Params {
         Ok(v as usize)
     }
 
-    /// A variadic operator's input count (`num_args`): at least 1 and at most
+    /// A count that sizes an operator's inputs or outputs (`num_args` of a variadic
+    /// operator, `num_outputs` of `SliceChannel`): at least 1 and at most
     /// [`crate::limits::MAX_NUM_ARGS`], checked before anything is sized by it.
     pub fn num_args(&self, name: &str) -> Result<usize> {
         let n = self.usize_min(name, 1)?;
@@ -256,7 +257,7 @@ impl Params {
             return Err(self.bad(
                 name,
                 &format!(
-                    "at most {} inputs (the limit MAX_NUM_ARGS)",
+                    "at most {} (the limit MAX_NUM_ARGS)",
                     crate::limits::MAX_NUM_ARGS
                 ),
                 n,

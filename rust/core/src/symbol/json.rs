@@ -630,7 +630,16 @@ fn parse(text: &str, source: &str) -> Result<Symbol> {
                     .chain(inst.aux_states())
                     .collect();
                 // Before 0.9.0 aux states were not stored: add them as new variables
-                // `<node>_<input>` with a copy of the op's attrs and entry version 0.
+                // `<node>_<input>` with a copy of the op's attrs and entry version 0. A
+                // variadic operator's inputs are data, never missing parameters: fewer than
+                // its count is an error (creating them would let a small file make
+                // num_args variables, each with a copy of the attributes).
+                if def.variadic.is_some() && inputs.len() < n_args {
+                    return Err(at(format!(
+                        "{} inputs where the operator takes {n_args}",
+                        inputs.len()
+                    )));
+                }
                 for (k, input_name) in names.iter().enumerate().skip(inputs.len()) {
                     let mut attrs = r.attrs.clone();
                     if version < 904 && k >= n_args && !attrs.contains_key("__init__") {

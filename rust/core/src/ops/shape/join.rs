@@ -255,7 +255,7 @@ pub(crate) struct SliceChannel {
 impl SliceChannel {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
         Ok(Arc::new(SliceChannel {
-            num_outputs: p.usize_min("num_outputs", 1)?,
+            num_outputs: p.num_args("num_outputs")?,
             axis: p.int("axis")?,
             squeeze_axis: p.bool("squeeze_axis")?,
         }))
