@@ -262,13 +262,17 @@ class DataIter(abc.ABC):
     def reset(self):
         return self
 
+    # The descs a subclass sets (or it overrides the properties).
+    _pd = ()
+    _pl = ()
+
     @property
     def provide_data(self) -> list:
-        return []
+        return list(self._pd)
 
     @property
     def provide_label(self) -> list:
-        return []
+        return list(self._pl)
 
     def __repr__(self):
         names = [d["name"] for d in self.provide_data + self.provide_label]

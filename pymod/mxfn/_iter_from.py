@@ -245,14 +245,6 @@ class IterFrom(DataIter):
         return DataBatch(data=data, label=label, pad=pad, index=None, bucket_key=None,
                          provide_data=list(self._pd), provide_label=list(self._pl))
 
-    @property
-    def provide_data(self) -> list:
-        return list(self._pd)
-
-    @property
-    def provide_label(self) -> list:
-        return list(self._pl)
-
 
 def _pad_rows(a, src, k):
     """``a`` with ``k`` more rows taken from the start of ``src`` (cyclically)."""

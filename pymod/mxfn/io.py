@@ -56,14 +56,6 @@ class NativeIter(DataIter):
         self.batch_size = handle.batch_size()
         self.default_bucket_key = handle.default_bucket_key()
 
-    @property
-    def provide_data(self) -> list:
-        return list(self._pd)
-
-    @property
-    def provide_label(self) -> list:
-        return list(self._pl)
-
     def next(self) -> DataBatch:
         r = self._h.next()
         if r is None:

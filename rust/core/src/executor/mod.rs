@@ -789,38 +789,34 @@ impl Executor {
         (pos, vals)
     }
 
-    /// Which steps lie on a path from an argument with a gradient request to an output.
     /// Per step: whether a gradient flowing into its outputs reaches an argument whose
     /// gradient is requested.
     fn reaches_requested_grad(&self) -> Vec<bool> {
-        let mut reaches = vec![false; self.steps.len()];
-        for (si, step) in self.steps.iter().enumerate() {
-            reaches[si] = match step.var {
-                Some((false, i)) => self.grad_reqs[i] != GradReq::Null,
-                Some((true, _)) => false,
-                None => step.inputs[..step.node.num_arguments()]
-                    .iter()
-                    .any(|&(s, _)| reaches[s]),
-            };
-        }
-        reaches
+        self.grad_paths(false)
     }
 
+    /// Which steps backward runs: those on a path from an argument with a gradient request to
+    /// an output, and (BatchNorm-style ops update state in backward) every op node that has
+    /// auxiliary states.
     fn needs_grad(&self) -> Vec<bool> {
-        let mut needs = vec![false; self.steps.len()];
+        self.grad_paths(true)
+    }
+
+    fn grad_paths(&self, with_aux_ops: bool) -> Vec<bool> {
+        let mut on_path = vec![false; self.steps.len()];
         for (si, step) in self.steps.iter().enumerate() {
-            needs[si] = match step.var {
+            on_path[si] = match step.var {
                 Some((false, i)) => self.grad_reqs[i] != GradReq::Null,
                 Some((true, _)) => false,
-                // BatchNorm-style ops update state in backward: always run op nodes that
-                // have auxiliary states.
                 None => {
-                    step.inputs.iter().any(|&(s, _)| needs[s])
-                        || step.node.inputs.len() > step.node.num_arguments()
+                    step.inputs[..step.node.num_arguments()]
+                        .iter()
+                        .any(|&(s, _)| on_path[s])
+                        || (with_aux_ops && step.node.inputs.len() > step.node.num_arguments())
                 }
             };
         }
-        needs
+        on_path
     }
 }
 
