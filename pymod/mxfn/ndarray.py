@@ -108,6 +108,39 @@ class NDArray:
     def asscalar(self):
         return to_scalar(self)
 
+    # -- DLPack
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Exports the array through DLPack (the array-API protocol numpy, torch, JAX… read).
+
+        Zero-copy when the consumer speaks DLPack 1.0 (numpy 2's ``from_dlpack`` does): the
+        capsule holds the array's buffer read-only, and mxfn's copy-on-write keeps it
+        unchanged — a later write to this NDArray goes to a new buffer, so an exported view
+        never sees it. A consumer of the older, unversioned protocol cannot be told the
+        buffer is read-only, so it gets a private copy (as it does with ``copy=True``).
+        ``stream`` must be None (CPU memory). MXNet 1.9.1's ``to_dlpack_for_read`` is the
+        zero-copy, read-only export this mirrors.
+        """
+        if stream is not None:
+            raise MXFNError(f"NDArray.__dlpack__: stream must be None for CPU arrays, got {stream!r}")
+        view = self._h.numpy()
+        versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
+        if copy or not versioned:
+            view = np.array(view)
+        kw = {} if max_version is None else {"max_version": max_version}
+        if copy is not None:
+            kw["copy"] = copy
+        if dl_device is not None:
+            kw["dl_device"] = dl_device
+        try:
+            return view.__dlpack__(**kw)
+        except (BufferError, TypeError):
+            # numpy before 2.1 exports no read-only buffers and knows no versioned keywords.
+            return np.array(view).__dlpack__()
+
+    def __dlpack_device__(self):
+        """``(1, 0)``: DLPack's CPU device (every mxfn context is host memory)."""
+        return (1, 0)
+
     def tolist(self):
         return self._h.numpy().tolist()
 
@@ -289,6 +322,27 @@ def array(data, opts=None, /, **kw) -> NDArray:
 
 
 _ARRAY_OPTS = {**_CTX_OPTS, "dtype": opt(None, None, "element type; None = from the source")}
+
+
+def from_dlpack(obj) -> NDArray:
+    """An NDArray from any DLPack producer (an object with ``__dlpack__``: a numpy array, a
+    torch tensor, another NDArray…), keeping its dtype.
+
+    The values are copied: an mxfn array owns its buffer (arrays are values with
+    copy-on-write), and a buffer borrowed from the producer could change behind it. Export
+    (``NDArray.__dlpack__``) is zero-copy.
+
+    Example:
+        >>> from_dlpack(np.arange(3, dtype=np.int64)).asnumpy()
+        array([0, 1, 2])
+    """
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"nd.from_dlpack: obj must support the DLPack protocol (__dlpack__), "
+                        f"got {type(obj).__name__}")
+    view = np.from_dlpack(obj)
+    if view.dtype.kind not in "biuf":
+        raise MXFNError(f"nd.from_dlpack: obj holds {view.dtype} values; mxfn arrays are numeric")
+    return _place(_native.nd_from_numpy(np.ascontiguousarray(view)), _ctx_of(None, "nd.from_dlpack"))
 
 
 def _creator(fname, fill):
@@ -632,7 +686,7 @@ __all__ = [
     "random_normal", "shape", "dtype", "size", "context", "copy", "as_in_context", "to_numpy",
     "to_list", "to_scalar", "reshape", "concat", "stack", "slice", "slice_axis", "transpose",
     "argmax_channel", "dot", "batch_dot", "sum", "mean", "max", "min", "prod", "save", "load",
-    "as_ndarray", "dtype_name",
+    "as_ndarray", "dtype_name", "from_dlpack",
 ]
 
 _install_ops()
