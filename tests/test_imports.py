@@ -81,3 +81,13 @@ def test_the_checks_find_a_cycle_and_a_nested_import():
     tree = ast.parse("def f():\n    from . import module\n")
     inner = tree.body[0].body[0]
     assert _targets(inner, "x") == ["module"]
+
+
+def test_one_version_source():
+    from importlib import metadata
+
+    import mxfn
+    from mxfn import _native
+    # The Cargo.toml version reaches the metadata (maturin) and the extension alike.
+    assert mxfn.__version__ == _native.__version__
+    assert metadata.version("mxfn") == mxfn.__version__

@@ -6,6 +6,9 @@
     30.0
 """
 
+from importlib import metadata as _metadata
+
+from . import _native
 from . import context, ndarray, random, symbol
 from . import executor, initializer, io, lr_scheduler, metric, optimizer, visualization
 from . import callback, kvstore, module, monitor
@@ -19,7 +22,12 @@ sym = symbol
 init = initializer
 eval_metric = metric
 
-__version__ = "0.1.0"
+# One version source, the workspace Cargo.toml: maturin writes it into the package metadata
+# and compiles it into the extension (a source tree that was never installed has only that).
+try:
+    __version__ = _metadata.version("mxfn")
+except _metadata.PackageNotFoundError:
+    __version__ = _native.__version__
 
 __all__ = ["MXFNError", "Context", "cpu", "gpu", "current_context", "context", "nd", "ndarray",
            "random", "sym", "symbol", "executor", "visualization", "io", "optimizer",
