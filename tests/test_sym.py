@@ -124,3 +124,20 @@ def test_imperative_ops_from_the_registry():
     np.testing.assert_allclose(y.asnumpy(), np.arange(6).reshape(2, 3).sum(1, keepdims=True).repeat(4, 1))
     np.testing.assert_allclose(mx.nd.relu(x - 2).asnumpy(), np.maximum(np.arange(6).reshape(2, 3) - 2, 0))
     assert "num_hidden" in mx.sym.fully_connected.__doc__ and "num_hidden" in mx.nd.fully_connected.__doc__
+
+
+def test_creation_symbols_write_mxnets_nodes_and_compute():
+    import json
+    z = mx.sym.zeros((2, 3), name="z")
+    node = json.loads(z.tojson())["nodes"][-1]
+    assert (node["op"], node["name"], node["attrs"]) == ("_zeros", "z", {"dtype": "float32", "shape": "(2, 3)"})
+    f = mx.sym.full((2,), 2.5, dtype="int32")
+    assert json.loads(f.tojson())["nodes"][-1]["attrs"] == {"dtype": "int32", "shape": "(2,)", "value": "2.5"}
+    net = mx.sym.variable("data") * mx.sym.ones((2, 3)) + mx.sym.full((2, 3), 0.5)
+    exe = mx.executor.simple_bind(net, mx.cpu(), data=(2, 3))
+    mx.executor.forward(exe, data=np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(mx.executor.outputs(exe)[0].asnumpy(), np.full((2, 3), 2.5))
+    with pytest.raises(TypeError, match="sym.zeros: shape must be a tuple of ints"):
+        mx.sym.zeros("2")
+    with pytest.raises(mx.MXFNError, match="positive sizes"):
+        mx.sym.zeros((0, 3)).infer_shape()

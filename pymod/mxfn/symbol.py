@@ -369,5 +369,51 @@ def _as_symbol(x, op):
     return x
 
 
+_FILL_OPTS = {
+    "dtype": opt("float32", None, "element type (a name or numpy dtype)"),
+    "name": opt(None, str, "node name; None = automatic (_zeros0, _ones0, _full0, …)"),
+}
+
+
+def _fill(fname, op, shape, value, opts, kw) -> Symbol:
+    o = parse_opts(f"sym.{fname}", _FILL_OPTS, opts, kw)
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in shape):
+        raise TypeError(f"sym.{fname}: shape must be a tuple of ints, got {shape!r}")
+    attrs = {"shape": attr_str(tuple(int(d) for d in shape)),
+             "dtype": dtype_name(o["dtype"], f"sym.{fname}")}
+    if value is not None:
+        attrs["value"] = attr_str(value)
+    return _compose(op, o["name"], op, attrs, [])
+
+
+def zeros(shape, opts=None, /, **kw) -> Symbol:
+    """A symbol of ``shape`` filled with 0 (MXNet's ``mx.sym.zeros``: a ``_zeros`` node).
+
+    Options: ``dtype="float32"``, ``name=None``.
+
+    Example:
+        >>> (variable("x") + zeros((2, 3))).list_arguments()
+        ['x']
+    """
+    return _fill("zeros", "_zeros", shape, None, opts, kw)
+
+
+def ones(shape, opts=None, /, **kw) -> Symbol:
+    """A symbol of ``shape`` filled with 1 (MXNet's ``mx.sym.ones``: a ``_ones`` node).
+    Options as ``zeros``."""
+    return _fill("ones", "_ones", shape, None, opts, kw)
+
+
+def full(shape, val, opts=None, /, **kw) -> Symbol:
+    """A symbol of ``shape`` filled with ``val`` (MXNet's ``mx.sym.full``: a ``_full`` node).
+    Options as ``zeros``."""
+    if isinstance(val, bool) or not isinstance(val, numbers.Real):
+        raise TypeError(f"sym.full: val must be a number, got {type(val).__name__} {val!r}")
+    return _fill("full", "_full", shape, float(val), opts, kw)
+
+
 _OWN = set(globals())
 globals().update({k: v for k, v in op_functions(_make_sym_op).items() if k not in _OWN})

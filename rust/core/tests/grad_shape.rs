@@ -526,3 +526,49 @@ fn shape_ops_keep_integer_dtypes() {
     let r = forward("Reshape", &[("shape", "(-1,)")], vec![x]).unwrap();
     assert_eq!(r[0].shape(), &[6]);
 }
+
+#[test]
+fn swap_axis_and_broadcast_like_gradients() {
+    check(
+        "SwapAxis",
+        &[
+            (&[("dim1", "0"), ("dim2", "2")], &[&[2, 3, 4]]),
+            (&[("dim1", "-1"), ("dim2", "1")], &[&[2, 3, 2, 3]]),
+            (&[], &[&[3, 2]]),
+        ],
+    );
+    assert_eq!(
+        out_shapes("SwapAxis", &[("dim1", "0"), ("dim2", "2")], &[&[2, 3, 4]]).unwrap(),
+        vec![vec![4, 3, 2]]
+    );
+    assert!(out_shapes("SwapAxis", &[("dim1", "3")], &[&[2, 3]]).is_err());
+    // rhs only gives a shape: its gradient is zero, which the finite differences confirm.
+    check(
+        "broadcast_like",
+        &[
+            (&[], &[&[2, 1, 4], &[2, 3, 4]]),
+            (&[], &[&[1, 1], &[3, 2]]),
+            (
+                &[("lhs_axes", "(0, 2)"), ("rhs_axes", "(1, 0)")],
+                &[&[1, 3, 1], &[5, 2]],
+            ),
+        ],
+    );
+    assert_eq!(
+        out_shapes(
+            "broadcast_like",
+            &[("lhs_axes", "(0,)"), ("rhs_axes", "(1,)")],
+            &[&[1, 3], &[2, 4]]
+        )
+        .unwrap(),
+        vec![vec![4, 3]]
+    );
+    assert!(out_shapes("broadcast_like", &[], &[&[2, 3], &[2, 4]]).is_err());
+    assert!(out_shapes("broadcast_like", &[], &[&[3], &[2, 3]]).is_err());
+    assert!(out_shapes(
+        "broadcast_like",
+        &[("lhs_axes", "(0,)")],
+        &[&[1, 3], &[2, 4]]
+    )
+    .is_err());
+}

@@ -7,6 +7,7 @@
 pub mod activation;
 pub mod broadcast;
 pub mod conv;
+pub mod creation;
 pub mod elemwise;
 pub mod linalg;
 pub mod loss;
@@ -457,6 +458,7 @@ fn families() -> Vec<&'static [OpDef]> {
         activation::OPS,
         broadcast::OPS,
         conv::OPS,
+        creation::OPS,
         elemwise::OPS,
         linalg::OPS,
         loss::OPS,

@@ -1,10 +1,12 @@
 //! Shape and indexing operators: MXNet `Reshape`, `Flatten`, `transpose`, `expand_dims`,
-//! `squeeze`, `Concat`, `stack`, `SliceChannel` (`split`), `slice_axis`, `slice`, `Embedding`.
+//! `squeeze`, `Concat`, `stack`, `SliceChannel` (`split`), `slice_axis`, `slice`, `Embedding`,
+//! `SwapAxis`, `broadcast_like`.
 //!
 //! Everything but `Embedding` only moves values, so it works for every dtype: reshapes share
 //! the input's storage, the rest copy contiguous blocks (`kernels::copy`) in parallel
 //! over the leading (outer) rows.
 
+mod axes;
 mod embedding;
 mod join;
 mod slice;
@@ -13,6 +15,7 @@ mod view;
 use super::params::{param, ParamKind::*};
 use super::OpDef;
 use crate::error::{Error, Result};
+use axes::{BroadcastLike, SwapAxis};
 use embedding::Embedding;
 use join::{Concat, SliceChannel, Stack};
 pub use slice::parse_opt_tuple;
@@ -118,6 +121,44 @@ pub static OPS: &[OpDef] = &[
             "The permutation (negative values count from the end); empty reverses the axes.",
         )],
         create: Transpose::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "SwapAxis",
+        aliases: &["swapaxes"],
+        py_name: None,
+        doc: "Swaps axes `dim1` and `dim2` of the data (negative axes count from the end). \
+              Example: data (2, 3, 4) with dim1=0, dim2=2 gives (4, 3, 2).",
+        params: &[
+            param("dim1", Int, Some("0"), "The first axis."),
+            param("dim2", Int, Some("0"), "The second axis."),
+        ],
+        create: SwapAxis::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "broadcast_like",
+        aliases: &[],
+        py_name: None,
+        doc: "Broadcasts `lhs` to the shape of `rhs` (axes where `lhs` has size 1 are \
+              repeated). With `lhs_axes` and `rhs_axes`, only those axes of `lhs` take the sizes \
+              of the matching axes of `rhs`. The gradient of `rhs` is zero: it gives a shape \
+              only. Example: lhs (2, 1) and rhs (2, 3) give (2, 3).",
+        params: &[
+            param(
+                "lhs_axes",
+                OptShape,
+                Some("None"),
+                "Axes of lhs to broadcast (None: all, to rhs's shape).",
+            ),
+            param(
+                "rhs_axes",
+                OptShape,
+                Some("None"),
+                "Axes of rhs whose sizes lhs_axes take.",
+            ),
+        ],
+        create: BroadcastLike::create,
         variadic: None,
     },
     OpDef {

@@ -1,0 +1,189 @@
+//! Creation operators: MXNet `_zeros`, `_ones` and `_full` — an array of a given shape and
+//! dtype from no input (what `mx.sym.zeros/ones/full` build, and the begin states of exported
+//! recurrent models). The shape is sized against the limits policy when the node is made.
+
+use super::params::{param, ParamDef, ParamKind::*};
+use super::{MaybeShape, OpCtx, OpDef, Operator, Params};
+use crate::error::Result;
+use crate::tensor::{DType, NDArray};
+use std::sync::Arc;
+
+/// The dtypes a creation op takes (MXNet's names).
+const DTYPES: &[&str] = &[
+    "float32", "float64", "float16", "uint8", "int8", "int32", "int64",
+];
+
+const SHAPE: ParamDef = param(
+    "shape",
+    Shape,
+    Some("()"),
+    "The output shape (every size known: mxfn does not infer a 0 here).",
+);
+const CTX: ParamDef = param("ctx", Str, Some(""), "Ignored (MXNet's device string).");
+const DTYPE: ParamDef = param("dtype", Enum(DTYPES), Some("float32"), "The element type.");
+
+#[derive(Debug)]
+struct Fill {
+    shape: Vec<usize>,
+    dtype: DType,
+    value: f64,
+}
+
+fn create(p: &Params, value: Option<f64>) -> Result<Arc<dyn Operator>> {
+    let shape = p.shape("shape")?;
+    let mut dims = Vec::with_capacity(shape.len());
+    for &d in &shape {
+        if d <= 0 {
+            return Err(p.error(
+                "shape",
+                "positive sizes (mxfn does not infer a 0 or -1 size of a creation op)",
+                crate::error::tuple_text(&format!("{shape:?}")),
+            ));
+        }
+        dims.push(d as usize);
+    }
+    let dtype = DType::parse(&p.str("dtype")?)?;
+    crate::limits::array_bytes(
+        &format!("{} node \"{}\": shape", p.op, p.node),
+        &dims,
+        dtype.size(),
+    )?;
+    let value = match value {
+        Some(v) => v,
+        None => p.float("value")?,
+    };
+    Ok(Arc::new(Fill {
+        shape: dims,
+        dtype,
+        value,
+    }))
+}
+
+impl Operator for Fill {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+    fn arguments(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn infer_shape(
+        &self,
+        _node: &str,
+        _inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        Ok(vec![self.shape.clone()])
+    }
+
+    fn infer_type(
+        &self,
+        _inputs: &mut [Option<DType>],
+        _aux: &mut [Option<DType>],
+    ) -> Result<Vec<DType>> {
+        Ok(vec![self.dtype])
+    }
+
+    fn forward(
+        &self,
+        _ctx: &OpCtx,
+        _inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        Ok(vec![NDArray::full(&self.shape, self.value, self.dtype)])
+    }
+
+    fn backward(
+        &self,
+        _ctx: &OpCtx,
+        _out_grads: &[NDArray],
+        _inputs: &[NDArray],
+        _outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        Ok(Vec::new())
+    }
+}
+
+/// The entries of this family.
+pub static OPS: &[OpDef] = &[
+    OpDef {
+        name: "_zeros",
+        aliases: &[],
+        py_name: None,
+        doc: "An array of `shape` and `dtype` filled with 0 (`mx.sym.zeros`).",
+        params: &[SHAPE, CTX, DTYPE],
+        create: |p| create(p, Some(0.0)),
+        variadic: None,
+    },
+    OpDef {
+        name: "_ones",
+        aliases: &[],
+        py_name: None,
+        doc: "An array of `shape` and `dtype` filled with 1 (`mx.sym.ones`).",
+        params: &[SHAPE, CTX, DTYPE],
+        create: |p| create(p, Some(1.0)),
+        variadic: None,
+    },
+    OpDef {
+        name: "_full",
+        aliases: &[],
+        py_name: None,
+        doc: "An array of `shape` and `dtype` filled with `value` (`mx.sym.full`).",
+        params: &[
+            SHAPE,
+            CTX,
+            DTYPE,
+            param("value", Float, None, "The value of every element."),
+        ],
+        create: |p| create(p, None),
+        variadic: None,
+    },
+];
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::ops::invoke;
+    use crate::tensor::DType;
+    use std::collections::BTreeMap;
+
+    fn attrs(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn fill_in_the_given_shape_and_dtype() {
+        let z = invoke(
+            "_zeros",
+            attrs(&[("shape", "(2, 3)"), ("dtype", "int64")]),
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(
+            (z[0].shape(), z[0].dtype()),
+            (&[2usize, 3][..], DType::Int64)
+        );
+        assert_eq!(z[0].to_f64_vec(), vec![0.0; 6]);
+        let f = invoke(
+            "_full",
+            attrs(&[("shape", "(2,)"), ("value", "2.5")]),
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(f[0].to_f64_vec(), vec![2.5, 2.5]);
+        let o = invoke("_ones", attrs(&[("shape", "(1,)")]), vec![]).unwrap();
+        assert_eq!(o[0].to_f64_vec(), vec![1.0]);
+    }
+
+    #[test]
+    fn unknown_or_huge_shapes_are_errors() {
+        let e = invoke("_zeros", attrs(&[("shape", "(0, 3)")]), vec![]).unwrap_err();
+        assert!(e.to_string().contains("positive sizes"), "{e}");
+        let e = invoke("_ones", attrs(&[("shape", "(1000000000000, 784)")]), vec![]).unwrap_err();
+        assert!(e.to_string().contains("MXFN_MAX_BYTES"), "{e}");
+        assert!(invoke("_full", attrs(&[("shape", "(2,)")]), vec![]).is_err()); // value required
+    }
+}
