@@ -68,6 +68,24 @@ def cases():
     yield case("_zeros-plus", "_zeros", d + mx.sym.zeros((2, 3), name="z"), {"data": rand((2, 3), 8)})
     yield case("_ones-mul", "_ones", d * mx.sym.ones((2, 3), name="o"), {"data": rand((2, 3), 9)})
     yield case("_full-mul", "_full", d * mx.sym.full((2, 3), 2.5, name="f"), {"data": rand((2, 3), 10)})
+    a, ind = mx.sym.var("a"), mx.sym.var("indices")
+    no_idx = {"a": "write", "indices": "null"}
+    yield case("take-axis0", "take", mx.sym.take(a, ind, name="t"),
+               {"a": rand((4, 3), 11), "indices": np.array([3, 0, 0, 2], np.float32)}, grad_req=no_idx)
+    yield case("take-axis1-2d-clip", "take", mx.sym.take(a, ind, axis=1, name="t"),
+               {"a": rand((2, 3, 2), 12), "indices": np.array([[0, 5], [-2, 1]], np.float32)},
+               grad_req=no_idx)
+    yield case("take-wrap", "take", mx.sym.take(a, ind, axis=-1, mode="wrap", name="t"),
+               {"a": rand((2, 3), 13), "indices": np.array([4, -1, 2], np.float32)}, grad_req=no_idx)
+    data, index = mx.sym.var("data"), mx.sym.var("index")
+    pick_req = {"data": "write", "index": "null"}
+    yield case("pick-last", "pick", mx.sym.pick(data, index, name="p"),
+               {"data": rand((3, 4), 14), "index": np.array([0, 3, 1], np.float32)}, grad_req=pick_req)
+    yield case("pick-axis0-keepdims", "pick", mx.sym.pick(data, index, axis=0, keepdims=True, name="p"),
+               {"data": rand((3, 2, 2), 15), "index": np.array([[[2, 0], [1, 7]]], np.float32)},
+               grad_req=pick_req)
+    yield case("pick-wrap", "pick", mx.sym.pick(data, index, axis=1, mode="wrap", name="p"),
+               {"data": rand((2, 3), 16), "index": np.array([-1, 4], np.float32)}, grad_req=pick_req)
 
 
 def main():

@@ -572,3 +572,62 @@ fn swap_axis_and_broadcast_like_gradients() {
     )
     .is_err());
 }
+
+#[test]
+fn take_and_pick_gradients() {
+    let idx = |v: &[f32], shape: &[usize]| NDArray::from_vec(shape, v.to_vec()).unwrap();
+    // Repeated and out-of-range (clipped / wrapped) indices; the indices get no gradient.
+    let rows: [(&[(&str, &str)], &[usize], NDArray); 3] = [
+        (&[], &[4, 3], idx(&[3.0, 0.0, 0.0, 9.0], &[4])),
+        (
+            &[("axis", "1")],
+            &[2, 3, 2],
+            idx(&[0.0, 2.0, -1.0, 1.0], &[2, 2]),
+        ),
+        (
+            &[("axis", "-1"), ("mode", "wrap")],
+            &[2, 3],
+            idx(&[4.0, -1.0], &[2]),
+        ),
+    ];
+    for (k, (attrs, shape, indices)) in rows.into_iter().enumerate() {
+        let mut gc = GradCheck::new("take", attrs, vec![arr(shape, k as u64 + 1), indices]);
+        gc.skip = vec![1];
+        gc.run().unwrap_or_else(|e| panic!("take {attrs:?}: {e}"));
+    }
+    let rows: [(&[(&str, &str)], &[usize], NDArray); 3] = [
+        (&[], &[3, 4], idx(&[0.0, 3.0, 1.0], &[3])),
+        (
+            &[("axis", "0"), ("keepdims", "True")],
+            &[3, 2, 2],
+            idx(&[2.0, 0.0, 1.0, 7.0], &[1, 2, 2]),
+        ),
+        (
+            &[("axis", "1"), ("mode", "wrap")],
+            &[2, 3],
+            idx(&[-1.0, 4.0], &[2]),
+        ),
+    ];
+    for (k, (attrs, shape, index)) in rows.into_iter().enumerate() {
+        let mut gc = GradCheck::new("pick", attrs, vec![arr(shape, k as u64 + 5), index]);
+        gc.skip = vec![1];
+        gc.run().unwrap_or_else(|e| panic!("pick {attrs:?}: {e}"));
+    }
+    assert_eq!(
+        out_shapes("take", &[("axis", "1")], &[&[2, 3, 4], &[5, 6]]).unwrap(),
+        vec![vec![2, 5, 6, 4]]
+    );
+    assert_eq!(
+        out_shapes("pick", &[("axis", "0")], &[&[3, 2], &[2]]).unwrap(),
+        vec![vec![2]]
+    );
+    assert!(out_shapes("pick", &[("axis", "0")], &[&[3, 2], &[3]]).is_err());
+    // mode "raise": an index outside the axis is an error naming it
+    let e = forward(
+        "take",
+        &[("mode", "raise")],
+        vec![arr(&[2, 2], 1), idx(&[2.0], &[1])],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("mode=\"raise\""), "{e}");
+}

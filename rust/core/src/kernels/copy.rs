@@ -208,6 +208,61 @@ pub fn one_hot_rows(indices: &[f32], depth: usize, on: f32, off: f32) -> Vec<f32
     out
 }
 
+/// MXNet's `take` along an axis: `src` viewed as `(outer, n, inner)`; the result is
+/// `(outer, rows.len(), inner)` with block `rows[j]` of each outer slice at position `j`
+/// (every `rows[j] < n`: callers map indices into range first).
+pub fn take_along(src: &[f32], outer: usize, n: usize, inner: usize, rows: &[usize]) -> Vec<f32> {
+    let k = rows.len();
+    let mut out = vec![0.0f32; outer * k * inner];
+    par::for_each_row_mut(&mut out, k * inner, |o, dst| {
+        let table = &src[o * n * inner..(o + 1) * n * inner];
+        dst.copy_from_slice(&gather_rows(table, inner, rows));
+    });
+    out
+}
+
+/// The gradient of [`take_along`]: each outer slice's `(n, inner)` table sums the blocks of
+/// `g` taken from each of its rows ([`scatter_add_rows`], the same sum order at any thread
+/// count).
+pub fn take_along_grad(
+    g: &[f32],
+    outer: usize,
+    n: usize,
+    inner: usize,
+    rows: &[usize],
+) -> Vec<f32> {
+    let k = rows.len();
+    let mut out = vec![0.0f32; outer * n * inner];
+    par::for_each_row_mut(&mut out, n * inner, |o, dst| {
+        let part = &g[o * k * inner..(o + 1) * k * inner];
+        dst.copy_from_slice(&scatter_add_rows(part, inner, rows, n));
+    });
+    out
+}
+
+/// MXNet's `pick`: `src` viewed as `(outer, n, inner)` and `pos` as `(outer, inner)`; element
+/// `(o, i)` of the result is `src[o, pos[o, i], i]` (every `pos < n`).
+pub fn pick_along(src: &[f32], outer: usize, n: usize, inner: usize, pos: &[usize]) -> Vec<f32> {
+    let mut out = vec![0.0f32; outer * inner];
+    par::for_each_row_mut(&mut out, inner, |o, dst| {
+        for (i, d) in dst.iter_mut().enumerate() {
+            *d = src[(o * n + pos[o * inner + i]) * inner + i];
+        }
+    });
+    out
+}
+
+/// The gradient of [`pick_along`]: `g[o, i]` placed at `(o, pos[o, i], i)`, zeros elsewhere.
+pub fn pick_along_grad(g: &[f32], outer: usize, n: usize, inner: usize, pos: &[usize]) -> Vec<f32> {
+    let mut out = vec![0.0f32; outer * n * inner];
+    par::for_each_row_mut(&mut out, n * inner, |o, dst| {
+        for i in 0..inner {
+            dst[pos[o * inner + i] * inner + i] = g[o * inner + i];
+        }
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

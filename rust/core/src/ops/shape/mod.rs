@@ -1,6 +1,6 @@
 //! Shape and indexing operators: MXNet `Reshape`, `Flatten`, `transpose`, `expand_dims`,
 //! `squeeze`, `Concat`, `stack`, `SliceChannel` (`split`), `slice_axis`, `slice`, `Embedding`,
-//! `SwapAxis`, `broadcast_like`.
+//! `SwapAxis`, `broadcast_like`, `take`, `pick`.
 //!
 //! Everything but `Embedding` only moves values, so it works for every dtype: reshapes share
 //! the input's storage, the rest copy contiguous blocks (`kernels::copy`) in parallel
@@ -8,6 +8,7 @@
 
 mod axes;
 mod embedding;
+mod gather;
 mod join;
 mod slice;
 mod view;
@@ -17,6 +18,7 @@ use super::OpDef;
 use crate::error::{Error, Result};
 use axes::{BroadcastLike, SwapAxis};
 use embedding::Embedding;
+use gather::{Pick, Take};
 use join::{Concat, SliceChannel, Stack};
 pub use slice::parse_opt_tuple;
 use slice::{Slice, SliceAxis};
@@ -159,6 +161,53 @@ pub static OPS: &[OpDef] = &[
             ),
         ],
         create: BroadcastLike::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "take",
+        aliases: &[],
+        py_name: None,
+        doc: "The slices of `a` along `axis` at `indices` (cast to int): the output has `a`'s \
+              shape with that axis replaced by the indices' shape. Out-of-range indices are \
+              clamped (mode \"clip\"), wrapped (\"wrap\") or an error (\"raise\"); the indices \
+              get no gradient. Example: a (4, 3) and indices (2,) give (2, 3).",
+        params: &[
+            param("axis", Int, Some("0"), "The axis to take along."),
+            param(
+                "mode",
+                Enum(&["clip", "wrap", "raise"]),
+                Some("clip"),
+                "What an index outside the axis does.",
+            ),
+        ],
+        create: Take::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "pick",
+        aliases: &[],
+        py_name: None,
+        doc: "One element of `data` along `axis` per position: `index` (cast to int) has the \
+              data's shape without that axis (or with size 1 there, and then the output too, \
+              with keepdims). Out-of-range indices are clamped (mode \"clip\") or wrapped \
+              (\"wrap\"); the index gets no gradient. Example: data (2, 3), index [0, 2] and \
+              axis -1 give (data[0, 0], data[1, 2]).",
+        params: &[
+            param("axis", OptInt, Some("-1"), "The axis to pick along."),
+            param(
+                "keepdims",
+                Bool,
+                Some("False"),
+                "Keep the axis with size 1.",
+            ),
+            param(
+                "mode",
+                Enum(&["clip", "wrap"]),
+                Some("clip"),
+                "What an index outside the axis does.",
+            ),
+        ],
+        create: Pick::create,
         variadic: None,
     },
     OpDef {
