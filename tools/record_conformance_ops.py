@@ -86,6 +86,30 @@ def cases():
                grad_req=pick_req)
     yield case("pick-wrap", "pick", mx.sym.pick(data, index, axis=1, mode="wrap", name="p"),
                {"data": rand((2, 3), 16), "index": np.array([-1, 4], np.float32)}, grad_req=pick_req)
+    sl = mx.sym.var("sequence_length")
+    seq_req = {"data": "write", "sequence_length": "null"}
+    lens = np.array([2, 4, 1], np.float32)
+    yield case("SequenceMask-len", "SequenceMask",
+               mx.sym.SequenceMask(data, sl, use_sequence_length=True, value=-1.5, name="m"),
+               {"data": rand((4, 3, 2), 17), "sequence_length": lens}, grad_req=seq_req)
+    yield case("SequenceMask-axis1", "SequenceMask",
+               mx.sym.SequenceMask(data, sl, use_sequence_length=True, axis=1, name="m"),
+               {"data": rand((3, 4), 18), "sequence_length": lens}, grad_req=seq_req)
+    yield case("SequenceMask-nolen", "SequenceMask", mx.sym.SequenceMask(data, name="m"),
+               {"data": rand((2, 3), 19)})
+    yield case("SequenceLast-len", "SequenceLast",
+               mx.sym.SequenceLast(data, sl, use_sequence_length=True, name="l"),
+               {"data": rand((4, 3, 2), 20), "sequence_length": lens}, grad_req=seq_req)
+    yield case("SequenceLast-axis1", "SequenceLast",
+               mx.sym.SequenceLast(data, sl, use_sequence_length=True, axis=1, name="l"),
+               {"data": rand((3, 4, 2), 21), "sequence_length": lens}, grad_req=seq_req)
+    yield case("SequenceLast-nolen", "SequenceLast", mx.sym.SequenceLast(data, name="l"),
+               {"data": rand((3, 2), 22)})
+    yield case("SequenceReverse-len", "SequenceReverse",
+               mx.sym.SequenceReverse(data, sl, use_sequence_length=True, name="r"),
+               {"data": rand((4, 3, 2), 23), "sequence_length": lens}, grad_req=seq_req)
+    yield case("SequenceReverse-nolen", "SequenceReverse", mx.sym.SequenceReverse(data, name="r"),
+               {"data": rand((3, 2), 24)})
 
 
 def main():

@@ -631,3 +631,46 @@ fn take_and_pick_gradients() {
     .unwrap_err();
     assert!(e.to_string().contains("mode=\"raise\""), "{e}");
 }
+
+#[test]
+fn sequence_op_gradients() {
+    let lens = || NDArray::from_vec(&[3], vec![2.0f32, 4.0, 1.0]).unwrap();
+    for op in ["SequenceMask", "SequenceLast", "SequenceReverse"] {
+        let mut gc = GradCheck::new(
+            op,
+            &[("use_sequence_length", "True")],
+            vec![arr(&[4, 3, 2], 1), lens()],
+        );
+        gc.skip = vec![1];
+        gc.run().unwrap_or_else(|e| panic!("{op}: {e}"));
+        check(op, &[(&[], &[&[3, 2]])]);
+    }
+    for op in ["SequenceMask", "SequenceLast"] {
+        let mut gc = GradCheck::new(
+            op,
+            &[("use_sequence_length", "True"), ("axis", "1")],
+            vec![arr(&[3, 4, 2], 2), lens()],
+        );
+        gc.skip = vec![1];
+        gc.run().unwrap_or_else(|e| panic!("{op} axis 1: {e}"));
+    }
+    assert_eq!(
+        out_shapes("SequenceLast", &[("axis", "1")], &[&[3, 4, 2]]).unwrap(),
+        vec![vec![3, 2]]
+    );
+    assert!(lookup("SequenceReverse")
+        .unwrap()
+        .instantiate("r", &attr_map(&[("axis", "1")]))
+        .is_err());
+    // a length past the time axis is an error naming sequence_length
+    let e = forward(
+        "SequenceLast",
+        &[("use_sequence_length", "True")],
+        vec![
+            arr(&[2, 1], 1),
+            NDArray::from_vec(&[1], vec![3.0f32]).unwrap(),
+        ],
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("sequence_length"), "{e}");
+}

@@ -263,6 +263,76 @@ pub fn pick_along_grad(g: &[f32], outer: usize, n: usize, inner: usize, pos: &[u
     out
 }
 
+/// A `(time, batch, inner)` or `(batch, time, inner)` block of sequences.
+#[derive(Clone, Copy, Debug)]
+pub struct SeqLayout {
+    /// Steps per sequence.
+    pub time: usize,
+    /// Sequences.
+    pub batch: usize,
+    /// Values per step.
+    pub inner: usize,
+    /// `(batch, time, …)` instead of `(time, batch, …)`.
+    pub batch_major: bool,
+}
+
+impl SeqLayout {
+    /// Where step `t` of sequence `b` starts.
+    fn at(&self, t: usize, b: usize) -> usize {
+        let row = if self.batch_major {
+            b * self.time + t
+        } else {
+            t * self.batch + b
+        };
+        row * self.inner
+    }
+}
+
+/// `src` with every step at or past its sequence's length set to `value`.
+pub fn sequence_mask(src: &[f32], l: &SeqLayout, lens: &[usize], value: f32) -> Vec<f32> {
+    let mut out = src.to_vec();
+    for (b, &n) in lens.iter().enumerate() {
+        for t in n..l.time {
+            let s = l.at(t, b);
+            out[s..s + l.inner].fill(value);
+        }
+    }
+    out
+}
+
+/// The last step of every sequence: `(batch, inner)`.
+pub fn sequence_last(src: &[f32], l: &SeqLayout, lens: &[usize]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(l.batch * l.inner);
+    for (b, &n) in lens.iter().enumerate() {
+        let s = l.at(n - 1, b);
+        out.extend_from_slice(&src[s..s + l.inner]);
+    }
+    out
+}
+
+/// The gradient of [`sequence_last`]: each sequence's gradient at its last step.
+pub fn sequence_last_grad(g: &[f32], l: &SeqLayout, lens: &[usize]) -> Vec<f32> {
+    let mut out = vec![0.0f32; l.time * l.batch * l.inner];
+    for (b, &n) in lens.iter().enumerate() {
+        let s = l.at(n - 1, b);
+        out[s..s + l.inner].copy_from_slice(&g[b * l.inner..(b + 1) * l.inner]);
+    }
+    out
+}
+
+/// Every sequence's first `lens[b]` steps in reverse order, the rest in place (its own
+/// inverse, so also its gradient).
+pub fn sequence_reverse(src: &[f32], l: &SeqLayout, lens: &[usize]) -> Vec<f32> {
+    let mut out = src.to_vec();
+    for (b, &n) in lens.iter().enumerate() {
+        for t in 0..n {
+            let (d, s) = (l.at(t, b), l.at(n - 1 - t, b));
+            out[d..d + l.inner].copy_from_slice(&src[s..s + l.inner]);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

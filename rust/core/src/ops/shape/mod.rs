@@ -1,6 +1,7 @@
 //! Shape and indexing operators: MXNet `Reshape`, `Flatten`, `transpose`, `expand_dims`,
 //! `squeeze`, `Concat`, `stack`, `SliceChannel` (`split`), `slice_axis`, `slice`, `Embedding`,
-//! `SwapAxis`, `broadcast_like`, `take`, `pick`.
+//! `SwapAxis`, `broadcast_like`, `take`, `pick`, `SequenceMask`, `SequenceLast`,
+//! `SequenceReverse`.
 //!
 //! Everything but `Embedding` only moves values, so it works for every dtype: reshapes share
 //! the input's storage, the rest copy contiguous blocks (`kernels::copy`) in parallel
@@ -10,6 +11,7 @@ mod axes;
 mod embedding;
 mod gather;
 mod join;
+mod sequence;
 mod slice;
 mod view;
 
@@ -20,6 +22,7 @@ use axes::{BroadcastLike, SwapAxis};
 use embedding::Embedding;
 use gather::{Pick, Take};
 use join::{Concat, SliceChannel, Stack};
+use sequence::{SeqOp, Sequence};
 pub use slice::parse_opt_tuple;
 use slice::{Slice, SliceAxis};
 use view::{Transpose, View};
@@ -208,6 +211,63 @@ pub static OPS: &[OpDef] = &[
             ),
         ],
         create: Pick::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "SequenceMask",
+        aliases: &[],
+        py_name: None,
+        doc: "Sets every step of a sequence at or past its length to `value` (data is \
+              (time, batch, …) with axis=0, (batch, time, …) with axis=1; the lengths come \
+              from the `sequence_length` input when use_sequence_length is set, else nothing \
+              is masked).",
+        params: &[
+            param(
+                "use_sequence_length",
+                Bool,
+                Some("False"),
+                "Take the lengths from the sequence_length input.",
+            ),
+            param("value", Float, Some("0"), "The value of the masked steps."),
+            param("axis", Int, Some("0"), "The time axis: 0 or 1."),
+        ],
+        create: |p| Sequence::create(p, SeqOp::Mask),
+        variadic: None,
+    },
+    OpDef {
+        name: "SequenceLast",
+        aliases: &[],
+        py_name: None,
+        doc: "The last step of every sequence (step sequence_length - 1 with \
+              use_sequence_length, else the last one): the data without its time axis.",
+        params: &[
+            param(
+                "use_sequence_length",
+                Bool,
+                Some("False"),
+                "Take the lengths from the sequence_length input.",
+            ),
+            param("axis", Int, Some("0"), "The time axis: 0 or 1."),
+        ],
+        create: |p| Sequence::create(p, SeqOp::Last),
+        variadic: None,
+    },
+    OpDef {
+        name: "SequenceReverse",
+        aliases: &[],
+        py_name: None,
+        doc: "Reverses the first sequence_length steps of every sequence (all steps without \
+              use_sequence_length), leaving the padding in place; time is axis 0.",
+        params: &[
+            param(
+                "use_sequence_length",
+                Bool,
+                Some("False"),
+                "Take the lengths from the sequence_length input.",
+            ),
+            param("axis", Int, Some("0"), "The time axis: only 0, as MXNet."),
+        ],
+        create: |p| Sequence::create(p, SeqOp::Reverse),
         variadic: None,
     },
     OpDef {
