@@ -15,7 +15,7 @@ mod sequence;
 mod slice;
 mod view;
 
-use super::params::{param, ParamKind::*};
+use super::params::{param, ParamDef, ParamKind::*};
 use super::OpDef;
 use crate::error::{Error, Result};
 use axes::{BroadcastLike, SwapAxis};
@@ -30,6 +30,15 @@ use view::{Transpose, View};
 // ---------------------------------------------------------------------------------------------
 // Registry entries
 // ---------------------------------------------------------------------------------------------
+
+/// The parameters the three sequence operators share.
+const USE_SEQUENCE_LENGTH: ParamDef = param(
+    "use_sequence_length",
+    Bool,
+    Some("False"),
+    "Take the lengths from the sequence_length input.",
+);
+const SEQUENCE_AXIS: ParamDef = param("axis", Int, Some("0"), "The time axis: 0 or 1.");
 
 /// The entries of this family.
 pub static OPS: &[OpDef] = &[
@@ -222,14 +231,9 @@ pub static OPS: &[OpDef] = &[
               from the `sequence_length` input when use_sequence_length is set, else nothing \
               is masked).",
         params: &[
-            param(
-                "use_sequence_length",
-                Bool,
-                Some("False"),
-                "Take the lengths from the sequence_length input.",
-            ),
+            USE_SEQUENCE_LENGTH,
             param("value", Float, Some("0"), "The value of the masked steps."),
-            param("axis", Int, Some("0"), "The time axis: 0 or 1."),
+            SEQUENCE_AXIS,
         ],
         create: |p| Sequence::create(p, SeqOp::Mask),
         variadic: None,
@@ -240,15 +244,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "The last step of every sequence (step sequence_length - 1 with \
               use_sequence_length, else the last one): the data without its time axis.",
-        params: &[
-            param(
-                "use_sequence_length",
-                Bool,
-                Some("False"),
-                "Take the lengths from the sequence_length input.",
-            ),
-            param("axis", Int, Some("0"), "The time axis: 0 or 1."),
-        ],
+        params: &[USE_SEQUENCE_LENGTH, SEQUENCE_AXIS],
         create: |p| Sequence::create(p, SeqOp::Last),
         variadic: None,
     },
@@ -259,12 +255,7 @@ pub static OPS: &[OpDef] = &[
         doc: "Reverses the first sequence_length steps of every sequence (all steps without \
               use_sequence_length), leaving the padding in place; time is axis 0.",
         params: &[
-            param(
-                "use_sequence_length",
-                Bool,
-                Some("False"),
-                "Take the lengths from the sequence_length input.",
-            ),
+            USE_SEQUENCE_LENGTH,
             param("axis", Int, Some("0"), "The time axis: only 0, as MXNet."),
         ],
         create: |p| Sequence::create(p, SeqOp::Reverse),
