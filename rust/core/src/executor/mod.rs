@@ -656,30 +656,7 @@ impl Executor {
             ));
         }
         if head_grads.is_empty() {
-            let reaches = self.reaches_requested_grad();
-            let needs_head = self.heads.iter().find(|&&(s, _)| {
-                reaches[s]
-                    && !self.steps[s]
-                        .node
-                        .inst
-                        .as_ref()
-                        .is_some_and(|i| i.is_loss())
-            });
-            if let Some(&(s, o)) = needs_head {
-                let outputs = self.symbol.list_outputs();
-                let k = self.heads.iter().position(|&h| h == (s, o)).unwrap_or(0);
-                let name = outputs.get(k).map_or("an output", |n| n.as_str());
-                return Err(Error::invalid(
-                    "backward: out_grads",
-                    format!(
-                        "one head gradient per output ({} outputs): output \"{name}\" is not a \
-                         loss layer, so its gradient must be given (or make it a loss with \
-                         MakeLoss)",
-                        self.heads.len()
-                    ),
-                    "none",
-                ));
-            }
+            self.check_heads_are_losses()?;
         }
         let n = self.steps.len();
         let mut grads: Vec<Vec<Option<NDArray>>> = self
@@ -789,6 +766,41 @@ impl Executor {
         (pos, vals)
     }
 
+    /// Backward without head gradients: every output that leads to a requested gradient must
+    /// be a loss layer (MXNet's rule). Loss-only graphs — every training step of a usual
+    /// network — return before walking the graph.
+    fn check_heads_are_losses(&self) -> Result<()> {
+        let is_loss = |s: usize| {
+            self.steps[s]
+                .node
+                .inst
+                .as_ref()
+                .is_some_and(|i| i.is_loss())
+        };
+        if self.heads.iter().all(|&(s, _)| is_loss(s)) {
+            return Ok(());
+        }
+        let reaches = self.reaches_requested_grad();
+        let Some(k) = self
+            .heads
+            .iter()
+            .position(|&(s, _)| reaches[s] && !is_loss(s))
+        else {
+            return Ok(());
+        };
+        let outputs = self.symbol.list_outputs();
+        let name = outputs.get(k).map_or("an output", |n| n.as_str());
+        Err(Error::invalid(
+            "backward: out_grads",
+            format!(
+                "one head gradient per output ({} outputs): output \"{name}\" is not a loss \
+                 layer, so its gradient must be given (or make it a loss with MakeLoss)",
+                self.heads.len()
+            ),
+            "none",
+        ))
+    }
+
     /// Per step: whether a gradient flowing into its outputs reaches an argument whose
     /// gradient is requested.
     fn reaches_requested_grad(&self) -> Vec<bool> {
@@ -892,145 +904,4 @@ fn compile(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn chain() -> Symbol {
-        let x = Symbol::variable("x");
-        let a = Symbol::create("relu", Some("a"), &[], vec![(None, x)]).unwrap();
-        let b = Symbol::create("square", Some("b"), &[], vec![(None, a)]).unwrap();
-        Symbol::create("exp", Some("c"), &[], vec![(None, b)]).unwrap()
-    }
-
-    #[test]
-    fn inference_releases_intermediates_and_training_keeps_them() {
-        let shapes = HashMap::from([("x".to_string(), vec![4])]);
-        let x = NDArray::from_vec(&[4], vec![-1.0f32, 0.5, 1.0, 2.0]).unwrap();
-        let mut inf = Executor::simple_bind(
-            &chain(),
-            Context::cpu(0),
-            &shapes,
-            &HashMap::new(),
-            &HashMap::new(),
-            GradReq::Null,
-        )
-        .unwrap();
-        inf.set_arg("x", x.clone()).unwrap();
-        inf.forward(false).unwrap();
-        // a and b are freed and c (the output) stays; x, a variable, is read from its
-        // bound array and never held in the values.
-        let kept: Vec<bool> = inf.values.iter().map(|v| !v.is_empty()).collect();
-        assert_eq!(kept, vec![false, false, false, true]);
-        let mut tr = Executor::simple_bind(
-            &chain(),
-            Context::cpu(0),
-            &shapes,
-            &HashMap::new(),
-            &HashMap::new(),
-            GradReq::Write,
-        )
-        .unwrap();
-        tr.set_arg("x", x).unwrap();
-        tr.forward(true).unwrap();
-        assert!(tr.values.iter().skip(1).all(|v| !v.is_empty()));
-        assert_eq!(inf.outputs()[0].to_f64_vec(), tr.outputs()[0].to_f64_vec());
-        // c is not a loss layer: its head gradient is given, as MXNet requires.
-        let err = tr.backward(&[]).unwrap_err().to_string();
-        assert!(err.contains("\"c_output\" is not a loss layer"), "{err}");
-        tr.backward(&[NDArray::ones(&[4], DType::Float32)]).unwrap();
-        let g = tr.grad("x").unwrap().unwrap().to_f64_vec();
-        let want = [
-            0.0,
-            2.0 * 0.5 * (0.25f64).exp(),
-            2.0 * 1.0f64.exp(),
-            4.0 * 4.0f64.exp(),
-        ];
-        for (a, b) in g.iter().zip(want) {
-            assert!((a - b).abs() < 1e-3 * b.abs().max(1.0), "{a} vs {b}");
-        }
-    }
-
-    /// Convolution → tanh and FullyConnected → sigmoid fuse (the activation runs inside the
-    /// producer's forward); a FullyConnected read by relu and by another op does not.
-    /// Outputs and gradients are the same bits as the unfused run (a monitor turns fusion
-    /// off).
-    #[test]
-    fn fused_activations_match_the_unfused_run() {
-        let op = |name: &str, attrs: &[(&str, &str)], ins: Vec<Symbol>| {
-            Symbol::create(
-                name,
-                None,
-                attrs,
-                ins.into_iter().map(|s| (None, s)).collect(),
-            )
-            .unwrap()
-        };
-        let x = Symbol::variable("data");
-        let c = op(
-            "Convolution",
-            &[("kernel", "(3, 3)"), ("num_filter", "4")],
-            vec![x],
-        );
-        let t = op("Activation", &[("act_type", "tanh")], vec![c]);
-        let f = op("FullyConnected", &[("num_hidden", "7")], vec![t]);
-        let r = op("Activation", &[("act_type", "relu")], vec![f.clone()]);
-        let twice = op("elemwise_add", &[], vec![r.clone(), f]); // f read twice: no fusion
-        let g = op("FullyConnected", &[("num_hidden", "5")], vec![twice]);
-        let s = op("Activation", &[("act_type", "sigmoid")], vec![g]);
-        let net = Symbol::group(&[s, r]);
-        let shapes = HashMap::from([("data".to_string(), vec![3, 2, 6, 6])]);
-        let bind = || {
-            let mut e = Executor::simple_bind(
-                &net,
-                Context::cpu(0),
-                &shapes,
-                &HashMap::new(),
-                &HashMap::new(),
-                GradReq::Write,
-            )
-            .unwrap();
-            for (k, name) in e.arg_names.clone().iter().enumerate() {
-                let n = e.arg_arrays[k].size();
-                let v: Vec<f32> = (0..n)
-                    .map(|i| ((i * 37 + k * 11) % 23) as f32 / 23.0 - 0.4)
-                    .collect();
-                e.set_arg(name, NDArray::from_vec(e.arg_arrays[k].shape(), v).unwrap())
-                    .unwrap();
-            }
-            e
-        };
-        let fused_steps = bind().fuse_into.iter().filter(|f| f.is_some()).count();
-        assert_eq!(fused_steps, 2); // conv → tanh and the last FC → sigmoid
-        let run = |monitor: bool| {
-            let mut e = bind();
-            if monitor {
-                e.set_monitor(Some(Box::new(|_: &str, _: &NDArray| {})));
-            }
-            e.forward(true).unwrap();
-            let heads: Vec<NDArray> = e
-                .outputs()
-                .iter()
-                .map(|o| NDArray::ones(o.shape(), o.dtype()))
-                .collect();
-            e.backward(&heads).unwrap();
-            let mut bits: Vec<u64> = e
-                .outputs()
-                .iter()
-                .flat_map(|o| o.to_f64_vec())
-                .map(f64::to_bits)
-                .collect();
-            for name in e.arg_names.clone() {
-                bits.extend(
-                    e.grad(&name)
-                        .unwrap()
-                        .unwrap()
-                        .to_f64_vec()
-                        .iter()
-                        .map(|v| v.to_bits()),
-                );
-            }
-            bits
-        };
-        assert_eq!(run(false), run(true));
-    }
-}
+mod tests;
