@@ -10,7 +10,7 @@
 //! | [`MAX_NDIM`] | 32 axes | every array made or loaded (numpy's limit) | — |
 //! | [`max_bytes`] | the machine's memory | one array; one batch of an iterator; one file read whole or inflated; the bytes a `.states` file references | `MXFN_MAX_BYTES` (bytes, read at first use) |
 //! | [`max_bytes`] | same | the sum of the arrays one bind allocates (arguments, auxiliary states, outputs) | same |
-//! | [`MAX_NUM_ARGS`] | 65,536 | the input count of a variadic operator (`Concat`, `add_n`, `stack`, …) and `SliceChannel`'s `num_outputs`, checked by `Params::num_args` | — |
+//! | [`MAX_NUM_ARGS`] | 65,536 | the input count of a variadic operator (`Concat`, `add_n`, `stack`, …) and `SliceChannel`'s `num_outputs`, declared as `ParamKind::Count` (checked when the node is parsed) | — |
 //!
 //! An array larger than the machine's memory can never be used, so the default refuses only
 //! what cannot work; set `MXFN_MAX_BYTES` lower to bound a service's memory, or higher on a

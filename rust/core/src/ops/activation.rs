@@ -2,7 +2,6 @@
 //! `LeakyReLU` (leaky, prelu, elu, selu, gelu, rrelu).
 
 use super::elemwise::{unary_fn, Unary};
-use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::map::{axis_dims, map_n, zip_map, Operand};
@@ -20,18 +19,20 @@ const ACTIVATION: OpDef = OpDef {
     py_name: None,
     doc: "Applies an activation function elementwise: relu max(x, 0), sigmoid 1/(1+e^-x), \
           tanh, softrelu log(1+e^x), softsign x/(1+|x|).",
-    params: &[param(
-        "act_type",
-        Enum(&["relu", "sigmoid", "tanh", "softrelu", "softsign"]),
-        None,
-        "Activation function to apply.",
-    )],
+    params: ActivationParams::DEFS,
     create: create_activation,
     variadic: None,
 };
 
+crate::op_params! {
+    struct ActivationParams {
+        act_type: Enum(&["relu", "sigmoid", "tanh", "softrelu", "softsign"]),
+            "Activation function to apply.";
+    }
+}
+
 fn create_activation(p: &Params) -> Result<Arc<dyn Operator>> {
-    let t = p.str("act_type")?;
+    let t = ActivationParams::from_params(p)?.act_type;
     let f = unary_fn(&t).ok_or_else(|| Error::Msg(format!("internal: no activation {t}")))?;
     Ok(Arc::new(Unary(f)))
 }
@@ -46,35 +47,20 @@ const LEAKY_RELU: OpDef = OpDef {
           erf form); rrelu x > 0 ? x : s·x with s drawn uniformly from [lower_bound, \
           upper_bound) per element in training (from the seeded stream) and \
           s = (lower_bound + upper_bound)/2 in inference.",
-    params: &[
-        param(
-            "act_type",
-            Enum(&["leaky", "prelu", "elu", "selu", "gelu", "rrelu"]),
-            Some("leaky"),
-            "Activation function to apply.",
-        ),
-        param(
-            "slope",
-            Float,
-            Some("0.25"),
-            "Negative slope for leaky; alpha for elu.",
-        ),
-        param(
-            "lower_bound",
-            Float,
-            Some("0.125"),
-            "Lower bound of the random slope of rrelu.",
-        ),
-        param(
-            "upper_bound",
-            Float,
-            Some("0.334"),
-            "Upper bound of the random slope of rrelu.",
-        ),
-    ],
+    params: LeakyReLUParams::DEFS,
     create: LeakyReLU::create,
     variadic: None,
 };
+
+crate::op_params! {
+    struct LeakyReLUParams {
+        act_type: Enum(&["leaky", "prelu", "elu", "selu", "gelu", "rrelu"]) = "leaky",
+            "Activation function to apply.";
+        slope: Float = "0.25", "Negative slope for leaky; alpha for elu.";
+        lower_bound: Float = "0.125", "Lower bound of the random slope of rrelu.";
+        upper_bound: Float = "0.334", "Upper bound of the random slope of rrelu.";
+    }
+}
 
 const SELU_LAMBDA: f32 = 1.050_701;
 const SELU_ALPHA: f32 = 1.673_263_2;
@@ -133,7 +119,8 @@ struct LeakyReLU {
 
 impl LeakyReLU {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let act = match p.str("act_type")?.as_str() {
+        let q = LeakyReLUParams::from_params(p)?;
+        let act = match q.act_type.as_str() {
             "prelu" => Act::PReLU,
             "elu" => Act::Elu,
             "selu" => Act::Selu,
@@ -141,7 +128,7 @@ impl LeakyReLU {
             "rrelu" => Act::RReLU,
             _ => Act::Leaky,
         };
-        let (lower, upper) = (p.float("lower_bound")?, p.float("upper_bound")?);
+        let (lower, upper) = (q.lower_bound, q.upper_bound);
         if act == Act::RReLU && (lower.is_nan() || upper.is_nan() || lower > upper) {
             return Err(p.error(
                 "upper_bound",
@@ -151,7 +138,7 @@ impl LeakyReLU {
         }
         Ok(Arc::new(LeakyReLU {
             act,
-            slope: p.float("slope")? as f32,
+            slope: q.slope as f32,
             lower: lower as f32,
             upper: upper as f32,
         }))

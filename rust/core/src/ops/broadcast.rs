@@ -3,7 +3,6 @@
 //! `_*_scalar` family, `add_n`). They compute in their inputs' own dtype (every dtype) through
 //! `kernels::map` and `kernels::binary`, the same code as NDArray arithmetic.
 
-use super::params::{param, ParamDef, ParamKind::*};
 use super::{data, known, same_dtype, same_shape, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::binary::{self, BinaryOp};
@@ -235,14 +234,11 @@ struct ScalarOp {
 
 /// `reverse`: the scalar is the left operand (`2 - x`).
 fn create_scalar(p: &Params, kind: BinaryOp, reverse: bool) -> Result<Arc<dyn Operator>> {
-    // MXNet parses the scalar as a double and casts it to the data type before applying it;
-    // is_int only records how the front end saw it.
-    let _ = p.bool("is_int")?;
     Ok(Arc::new(ScalarOp {
         op: p.op,
         kind,
         reverse,
-        s: p.float("scalar")?,
+        s: ScalarParams::from_params(p)?.scalar,
     }))
 }
 
@@ -354,20 +350,17 @@ impl Operator for ScalarOp {
     }
 }
 
-const SCALAR_PARAMS: &[ParamDef] = &[
-    param(
-        "scalar",
-        Float,
-        Some("1"),
-        "The scalar operand (cast to the data type before it is applied, as MXNet does).",
-    ),
-    param(
-        "is_int",
-        Bool,
-        Some("True"),
-        "Whether MXNet saw the scalar as an integer; accepted for MXNet 1.9 JSON (the scalar is cast to the data type either way).",
-    ),
-];
+crate::op_params! {
+    /// MXNet parses the scalar as a double and casts it to the data type before applying it;
+    /// is_int only records how the front end saw it.
+    struct ScalarParams {
+        scalar: Float = "1",
+            "The scalar operand (cast to the data type before it is applied, as MXNet does).";
+        is_int: Bool = "True",
+            "Whether MXNet saw the scalar as an integer; accepted for MXNet 1.9 JSON (the \
+             scalar is cast to the data type either way).";
+    }
+}
 
 /// A scalar row: name, alias, the operation, whether the scalar is the left operand, doc.
 macro_rules! scalar_def {
@@ -377,7 +370,7 @@ macro_rules! scalar_def {
             aliases: &[$alias],
             py_name: None,
             doc: $doc,
-            params: SCALAR_PARAMS,
+            params: ScalarParams::DEFS,
             create: |p| create_scalar(p, BinaryOp::$kind, $reverse),
             variadic: None,
         }
@@ -387,16 +380,15 @@ macro_rules! scalar_def {
 // ---------------------------------------------------------------------------------------------
 // add_n
 
-#[derive(Debug)]
-struct AddN {
-    n: usize,
+crate::op_params! {
+    struct AddN {
+        num_args: Count, "Number of inputs (set from the inputs given).";
+    }
 }
 
 impl AddN {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(AddN {
-            n: p.num_args("num_args")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// The inputs summed in argument order, element by element: the same bits at any
@@ -418,7 +410,7 @@ impl Operator for AddN {
     }
 
     fn arguments(&self) -> Vec<String> {
-        (0..self.n).map(|i| format!("arg{i}")).collect()
+        (0..self.num_args).map(|i| format!("arg{i}")).collect()
     }
 
     fn infer_shape(
@@ -652,12 +644,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Adds any number of arrays of the same shape elementwise (inputs arg0, arg1, …). \
               Every input receives the output gradient.",
-        params: &[param(
-            "num_args",
-            Int,
-            None,
-            "Number of inputs (set from the inputs given).",
-        )],
+        params: AddN::DEFS,
         create: AddN::create,
         variadic: Some("num_args"),
     },

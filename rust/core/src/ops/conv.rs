@@ -1,7 +1,6 @@
 //! Convolution and Deconvolution (1-D, 2-D and 3-D, channel-first layouts), over the im2col +
 //! GEMM kernels of `kernels::conv`.
 
-use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
@@ -25,64 +24,7 @@ pub static OPS: &[OpDef] = &[
               (batch, channel, *spatial) in NCW / NCHW / NCDHW layout; weight \
               (num_filter, channel/num_group, *kernel); bias (num_filter,). Along each axis \
               the output size is floor((x + 2·pad − dilate·(kernel−1) − 1) / stride) + 1.",
-        params: &[
-            param(
-                "kernel",
-                Shape,
-                None,
-                "Convolution window size: (w,), (h, w) or (d, h, w).",
-            ),
-            param(
-                "stride",
-                Shape,
-                Some("()"),
-                "Window stride per axis; default 1.",
-            ),
-            param("dilate", Shape, Some("()"), "Dilation per axis; default 1."),
-            param(
-                "pad",
-                Shape,
-                Some("()"),
-                "Zero padding on both sides per axis; default 0.",
-            ),
-            param("num_filter", Int, None, "Number of output channels."),
-            param(
-                "num_group",
-                Int,
-                Some("1"),
-                "Number of channel groups (grouped convolution).",
-            ),
-            param(
-                "workspace",
-                Int,
-                Some("1024"),
-                "Workspace limit in MB (accepted, unused).",
-            ),
-            param(
-                "no_bias",
-                Bool,
-                Some("False"),
-                "Whether to leave out the bias term.",
-            ),
-            param(
-                "cudnn_tune",
-                Enum(CUDNN_TUNE),
-                Some("None"),
-                "cuDNN tuning mode (accepted, unused).",
-            ),
-            param(
-                "cudnn_off",
-                Bool,
-                Some("False"),
-                "Turn off cuDNN (accepted, unused).",
-            ),
-            param(
-                "layout",
-                Enum(LAYOUTS),
-                Some("None"),
-                "Data layout; only NCW, NCHW and NCDHW are supported.",
-            ),
-        ],
+        params: ConvolutionParams::DEFS,
         create: Conv::create_convolution,
         variadic: None,
     },
@@ -96,70 +38,65 @@ pub static OPS: &[OpDef] = &[
               default (no_bias=True). Along each axis the output size is \
               stride·(x − 1) + dilate·(kernel − 1) + 1 − 2·pad + adj, or target_shape when \
               given (pad and adj are then derived from it).",
-        params: &[
-            param(
-                "kernel",
-                Shape,
-                None,
-                "Deconvolution window size: (w,), (h, w) or (d, h, w).",
-            ),
-            param("stride", Shape, Some("()"), "Stride per axis; default 1."),
-            param("dilate", Shape, Some("()"), "Dilation per axis; default 1."),
-            param(
-                "pad",
-                Shape,
-                Some("()"),
-                "Padding removed from both sides of the output per axis; default 0.",
-            ),
-            param(
-                "adj",
-                Shape,
-                Some("()"),
-                "Extra size added to one side of the output per axis; default 0.",
-            ),
-            param(
-                "target_shape",
-                Shape,
-                Some("()"),
-                "Output spatial shape; overrides pad and adj when given.",
-            ),
-            param("num_filter", Int, None, "Number of output channels."),
-            param("num_group", Int, Some("1"), "Number of channel groups."),
-            param(
-                "workspace",
-                Int,
-                Some("512"),
-                "Workspace limit in MB (accepted, unused).",
-            ),
-            param(
-                "no_bias",
-                Bool,
-                Some("True"),
-                "Whether to leave out the bias term (default: no bias).",
-            ),
-            param(
-                "cudnn_tune",
-                Enum(CUDNN_TUNE),
-                Some("None"),
-                "cuDNN tuning mode (accepted, unused).",
-            ),
-            param(
-                "cudnn_off",
-                Bool,
-                Some("False"),
-                "Turn off cuDNN (accepted, unused).",
-            ),
-            param(
-                "layout",
-                Enum(LAYOUTS),
-                Some("None"),
-                "Data layout; only NCW, NCHW and NCDHW are supported.",
-            ),
-        ],
+        params: DeconvolutionParams::DEFS,
         create: Conv::create_deconvolution,
         variadic: None,
     },
 ];
+
+crate::op_params! {
+    struct ConvolutionParams {
+        kernel: Shape, "Convolution window size: (w,), (h, w) or (d, h, w).";
+        stride: Shape = "()", "Window stride per axis; default 1.";
+        dilate: Shape = "()", "Dilation per axis; default 1.";
+        pad: Shape = "()", "Zero padding on both sides per axis; default 0.";
+        num_filter: Positive, "Number of output channels.";
+        num_group: Positive = "1", "Number of channel groups (grouped convolution).";
+        workspace: Int = "1024", "Workspace limit in MB (accepted, unused).";
+        no_bias: Bool = "False", "Whether to leave out the bias term.";
+        cudnn_tune: Enum(CUDNN_TUNE) = "None", "cuDNN tuning mode (accepted, unused).";
+        cudnn_off: Bool = "False", "Turn off cuDNN (accepted, unused).";
+        layout: Enum(LAYOUTS) = "None", "Data layout; only NCW, NCHW and NCDHW are supported.";
+    }
+}
+
+crate::op_params! {
+    struct DeconvolutionParams {
+        kernel: Shape, "Deconvolution window size: (w,), (h, w) or (d, h, w).";
+        stride: Shape = "()", "Stride per axis; default 1.";
+        dilate: Shape = "()", "Dilation per axis; default 1.";
+        pad: Shape = "()", "Padding removed from both sides of the output per axis; default 0.";
+        adj: Shape = "()", "Extra size added to one side of the output per axis; default 0.";
+        target_shape: Shape = "()", "Output spatial shape; overrides pad and adj when given.";
+        num_filter: Positive, "Number of output channels.";
+        num_group: Positive = "1", "Number of channel groups.";
+        workspace: Int = "512", "Workspace limit in MB (accepted, unused).";
+        no_bias: Bool = "True", "Whether to leave out the bias term (default: no bias).";
+        cudnn_tune: Enum(CUDNN_TUNE) = "None", "cuDNN tuning mode (accepted, unused).";
+        cudnn_off: Bool = "False", "Turn off cuDNN (accepted, unused).";
+        layout: Enum(LAYOUTS) = "None", "Data layout; only NCW, NCHW and NCDHW are supported.";
+    }
+}
+
+impl DeconvolutionParams {
+    /// The parameters Convolution shares, with Deconvolution's extras beside them.
+    fn split(self) -> (ConvolutionParams, Vec<i64>, Vec<i64>) {
+        let shared = ConvolutionParams {
+            kernel: self.kernel,
+            stride: self.stride,
+            dilate: self.dilate,
+            pad: self.pad,
+            num_filter: self.num_filter,
+            num_group: self.num_group,
+            workspace: self.workspace,
+            no_bias: self.no_bias,
+            cudnn_tune: self.cudnn_tune,
+            cudnn_off: self.cudnn_off,
+            layout: self.layout,
+        };
+        (shared, self.adj, self.target_shape)
+    }
+}
 
 /// A parsed Convolution or Deconvolution.
 #[derive(Debug)]
@@ -181,8 +118,14 @@ struct Conv {
 
 /// A per-axis tuple parameter: `()` means `default` on every axis; otherwise one value per
 /// kernel axis, each at least `min`.
-fn per_axis(p: &Params, name: &str, nd: usize, default: usize, min: i64) -> Result<Vec<usize>> {
-    let v = p.shape(name)?;
+fn per_axis(
+    p: &Params,
+    name: &str,
+    v: Vec<i64>,
+    nd: usize,
+    default: usize,
+    min: i64,
+) -> Result<Vec<usize>> {
     if v.is_empty() {
         return Ok(vec![default; nd]);
     }
@@ -214,14 +157,18 @@ impl Conv {
     }
 
     fn parse(p: &Params, deconv: bool) -> Result<Conv> {
-        let k = p.shape("kernel")?;
+        let (q, adj, target_shape) = if deconv {
+            DeconvolutionParams::from_params(p)?.split()
+        } else {
+            (ConvolutionParams::from_params(p)?, Vec::new(), Vec::new())
+        };
+        let k = q.kernel;
         if k.is_empty() || k.len() > 3 || k.iter().any(|&x| x < 1) {
             return Err(p.error("kernel", "1 to 3 sizes >= 1, e.g. (3, 3)", format!("{k:?}")));
         }
         let nd = k.len();
         let kernel: Vec<usize> = k.into_iter().map(|x| x as usize).collect();
-        let num_filter = p.usize_min("num_filter", 1)?;
-        let num_group = p.usize_min("num_group", 1)?;
+        let (num_filter, num_group) = (q.num_filter, q.num_group);
         if num_filter % num_group != 0 {
             return Err(p.error(
                 "num_filter",
@@ -229,7 +176,7 @@ impl Conv {
                 num_filter,
             ));
         }
-        let layout = p.str("layout")?;
+        let layout = q.layout;
         let want = ["NCW", "NCHW", "NCDHW"][nd - 1];
         if layout != "None" && layout != want {
             return Err(p.error(
@@ -239,8 +186,8 @@ impl Conv {
             ));
         }
         let (adj, target) = if deconv {
-            let adj = per_axis(p, "adj", nd, 0, 0)?;
-            let t = p.shape("target_shape")?;
+            let adj = per_axis(p, "adj", adj, nd, 0, 0)?;
+            let t = target_shape;
             // MXNet treats an all-zero target_shape like an absent one.
             let target = if t.iter().all(|&x| x == 0) {
                 None
@@ -264,15 +211,15 @@ impl Conv {
                 "Convolution"
             },
             deconv,
-            stride: per_axis(p, "stride", nd, 1, 1)?,
-            dilate: per_axis(p, "dilate", nd, 1, 1)?,
-            pad: per_axis(p, "pad", nd, 0, 0)?,
+            stride: per_axis(p, "stride", q.stride, nd, 1, 1)?,
+            dilate: per_axis(p, "dilate", q.dilate, nd, 1, 1)?,
+            pad: per_axis(p, "pad", q.pad, nd, 0, 0)?,
             kernel,
             adj,
             target,
             num_filter,
             num_group,
-            no_bias: p.bool("no_bias")?,
+            no_bias: q.no_bias,
         })
     }
 

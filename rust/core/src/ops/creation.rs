@@ -2,7 +2,6 @@
 //! dtype from no input (what `mx.sym.zeros/ones/full` build, and the begin states of exported
 //! recurrent models). The shape is sized against the limits policy when the node is made.
 
-use super::params::{param, ParamDef, ParamKind::*};
 use super::{MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::Result;
 use crate::tensor::{DType, NDArray};
@@ -13,14 +12,24 @@ const DTYPES: &[&str] = &[
     "float32", "float64", "float16", "uint8", "int8", "int32", "int64",
 ];
 
-const SHAPE: ParamDef = param(
-    "shape",
-    Shape,
-    Some("()"),
-    "The output shape (every size known: mxfn does not infer a 0 here).",
-);
-const CTX: ParamDef = param("ctx", Str, Some(""), "Ignored (MXNet's device string).");
-const DTYPE: ParamDef = param("dtype", Enum(DTYPES), Some("float32"), "The element type.");
+crate::op_params! {
+    /// `_zeros` and `_ones`.
+    struct FillParams {
+        shape: Shape = "()", "The output shape (every size known: mxfn does not infer a 0 here).";
+        ctx: Str = "", "Ignored (MXNet's device string).";
+        dtype: Enum(DTYPES) = "float32", "The element type.";
+    }
+}
+
+crate::op_params! {
+    /// `_full`: a fill with its value.
+    struct FullParams {
+        shape: Shape = "()", "The output shape (every size known: mxfn does not infer a 0 here).";
+        ctx: Str = "", "Ignored (MXNet's device string).";
+        dtype: Enum(DTYPES) = "float32", "The element type.";
+        value: Float, "The value of every element.";
+    }
+}
 
 #[derive(Debug)]
 struct Fill {
@@ -29,8 +38,18 @@ struct Fill {
     value: f64,
 }
 
+/// `value`: the fill of `_zeros`/`_ones`; `None` for `_full`, which takes it as a parameter.
 fn create(p: &Params, value: Option<f64>) -> Result<Arc<dyn Operator>> {
-    let shape = p.shape("shape")?;
+    let (shape, dtype, value) = match value {
+        Some(v) => {
+            let q = FillParams::from_params(p)?;
+            (q.shape, q.dtype, v)
+        }
+        None => {
+            let q = FullParams::from_params(p)?;
+            (q.shape, q.dtype, q.value)
+        }
+    };
     let mut dims = Vec::with_capacity(shape.len());
     for &d in &shape {
         if d <= 0 {
@@ -42,16 +61,12 @@ fn create(p: &Params, value: Option<f64>) -> Result<Arc<dyn Operator>> {
         }
         dims.push(d as usize);
     }
-    let dtype = DType::parse(&p.str("dtype")?)?;
+    let dtype = DType::parse(&dtype)?;
     crate::limits::array_bytes(
         &format!("{} node \"{}\": shape", p.op, p.node),
         &dims,
         dtype.size(),
     )?;
-    let value = match value {
-        Some(v) => v,
-        None => p.float("value")?,
-    };
     Ok(Arc::new(Fill {
         shape: dims,
         dtype,
@@ -112,7 +127,7 @@ pub static OPS: &[OpDef] = &[
         aliases: &[],
         py_name: None,
         doc: "An array of `shape` and `dtype` filled with 0 (`mx.sym.zeros`).",
-        params: &[SHAPE, CTX, DTYPE],
+        params: FillParams::DEFS,
         create: |p| create(p, Some(0.0)),
         variadic: None,
     },
@@ -121,7 +136,7 @@ pub static OPS: &[OpDef] = &[
         aliases: &[],
         py_name: None,
         doc: "An array of `shape` and `dtype` filled with 1 (`mx.sym.ones`).",
-        params: &[SHAPE, CTX, DTYPE],
+        params: FillParams::DEFS,
         create: |p| create(p, Some(1.0)),
         variadic: None,
     },
@@ -130,12 +145,7 @@ pub static OPS: &[OpDef] = &[
         aliases: &[],
         py_name: None,
         doc: "An array of `shape` and `dtype` filled with `value` (`mx.sym.full`).",
-        params: &[
-            SHAPE,
-            CTX,
-            DTYPE,
-            param("value", Float, None, "The value of every element."),
-        ],
+        params: FullParams::DEFS,
         create: |p| create(p, None),
         variadic: None,
     },

@@ -1,7 +1,6 @@
 //! Matrix products (MXNet `dot`, `batch_dot`): forward and backward through the GEMM kernel,
 //! in the operands' own dtype (as `NDArray` products).
 
-use super::params::{param, ParamDef, ParamKind::*};
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{tuple_text, Error, Result};
 use crate::kernels::gemm::{batch_entry, per_batch, GemmScalar, Product};
@@ -66,9 +65,10 @@ struct Dot {
 
 impl Dot {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        let q = DotParams::from_params(p)?;
         Ok(Arc::new(Dot {
-            ta: p.bool("transpose_a")?,
-            tb: p.bool("transpose_b")?,
+            ta: q.transpose_a,
+            tb: q.transpose_b,
         }))
     }
 
@@ -207,9 +207,10 @@ struct BatchDot {
 
 impl BatchDot {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        let q = DotParams::from_params(p)?;
         Ok(Arc::new(BatchDot {
-            ta: p.bool("transpose_a")?,
-            tb: p.bool("transpose_b")?,
+            ta: q.transpose_a,
+            tb: q.transpose_b,
         }))
     }
 
@@ -299,26 +300,14 @@ impl Operator for BatchDot {
     }
 }
 
-const DOT_PARAMS: &[ParamDef] = &[
-    param(
-        "transpose_a",
-        Bool,
-        Some("False"),
-        "Whether to transpose the left operand.",
-    ),
-    param(
-        "transpose_b",
-        Bool,
-        Some("False"),
-        "Whether to transpose the right operand.",
-    ),
-    param(
-        "forward_stype",
-        Enum(&["None", "default", "row_sparse", "csr"]),
-        Some("None"),
-        "Storage type of the output; accepted for MXNet JSON, mxfn computes dense results.",
-    ),
-];
+crate::op_params! {
+    struct DotParams {
+        transpose_a: Bool = "False", "Whether to transpose the left operand.";
+        transpose_b: Bool = "False", "Whether to transpose the right operand.";
+        forward_stype: Enum(&["None", "default", "row_sparse", "csr"]) = "None",
+            "Storage type of the output; accepted for MXNet JSON, mxfn computes dense results.";
+    }
+}
 
 /// The entries of this family.
 pub static OPS: &[OpDef] = &[
@@ -330,7 +319,7 @@ pub static OPS: &[OpDef] = &[
               rhs as (first axis × the remaining axes), each transposed on request; the result \
               has lhs's outer axes followed by rhs's. Two vectors give their inner product with \
               shape (1,).",
-        params: DOT_PARAMS,
+        params: DotParams::DEFS,
         create: Dot::create,
         variadic: None,
     },
@@ -340,7 +329,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Batched matrix product of 3-D arrays: (B, m, k) × (B, k, n) → (B, m, n), with \
               optional transposes of the last two axes of either operand.",
-        params: DOT_PARAMS,
+        params: DotParams::DEFS,
         create: BatchDot::create,
         variadic: None,
     },

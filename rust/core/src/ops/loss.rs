@@ -2,7 +2,6 @@
 //! `LogisticRegressionOutput`, `MAERegressionOutput`. Their backward computes the gradient of
 //! the loss from the label and ignores head gradients, as MXNet's does.
 
-use super::params::{param, ParamKind::*};
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::map::zip_map;
@@ -23,56 +22,7 @@ pub static OPS: &[OpDef] = &[
               (\"null\"; the spatial size with multi_output), the number of labels (\"batch\"; \
               times the spatial size with multi_output) or the number of labels not equal to \
               ignore_label (\"valid\"). A label of the data's shape is used as probabilities.",
-        params: &[
-            param(
-                "grad_scale",
-                Float,
-                Some("1.0"),
-                "Scales the gradient by a float factor.",
-            ),
-            param(
-                "ignore_label",
-                Float,
-                Some("-1.0"),
-                "Label value whose positions get no gradient (when use_ignore is true).",
-            ),
-            param(
-                "multi_output",
-                Bool,
-                Some("False"),
-                "Softmax over axis 1 at every position of the remaining axes; label (N, H·W).",
-            ),
-            param(
-                "use_ignore",
-                Bool,
-                Some("False"),
-                "Whether positions labelled ignore_label get zero gradient.",
-            ),
-            param(
-                "preserve_shape",
-                Bool,
-                Some("False"),
-                "Softmax over the last axis, keeping the input's shape; label = shape[:-1].",
-            ),
-            param(
-                "normalization",
-                Enum(&["null", "batch", "valid"]),
-                Some("null"),
-                "How the gradient is normalised: not at all, by the batch, by the valid labels.",
-            ),
-            param(
-                "out_grad",
-                Bool,
-                Some("False"),
-                "Multiplies the gradient by the head gradient elementwise.",
-            ),
-            param(
-                "smooth_alpha",
-                Float,
-                Some("0.0"),
-                "Label smoothing: the true class gets 1 − alpha, the others alpha/(classes − 1).",
-            ),
-        ],
+        params: SoftmaxOutputParams::DEFS,
         create: SoftmaxOutput::create,
         variadic: None,
     },
@@ -83,7 +33,7 @@ pub static OPS: &[OpDef] = &[
         doc: "Least-squares regression output: forward is the identity; backward ignores the \
               head gradient and gives grad_scale·(output − label) / m, m the number of outputs \
               per sample (label.size / label.shape[0]).",
-        params: REGRESSION_PARAMS,
+        params: RegressionParams::DEFS,
         create: |p| Regression::create(p, RegKind::Linear),
         variadic: None,
     },
@@ -94,7 +44,7 @@ pub static OPS: &[OpDef] = &[
         doc: "Logistic regression output: forward is the sigmoid 1/(1+e^-x); backward ignores \
               the head gradient and gives grad_scale·(output − label) / m, m the number of \
               outputs per sample (label.size / label.shape[0]).",
-        params: REGRESSION_PARAMS,
+        params: RegressionParams::DEFS,
         create: |p| Regression::create(p, RegKind::Logistic),
         variadic: None,
     },
@@ -105,18 +55,35 @@ pub static OPS: &[OpDef] = &[
         doc: "Mean-absolute-error regression output: forward is the identity; backward ignores \
               the head gradient and gives grad_scale·sign(output − label) / m, m the number of \
               outputs per sample (label.size / label.shape[0]).",
-        params: REGRESSION_PARAMS,
+        params: RegressionParams::DEFS,
         create: |p| Regression::create(p, RegKind::Mae),
         variadic: None,
     },
 ];
 
-static REGRESSION_PARAMS: &[super::ParamDef] = &[param(
-    "grad_scale",
-    Float,
-    Some("1.0"),
-    "Scales the gradient by a float factor.",
-)];
+crate::op_params! {
+    struct SoftmaxOutputParams {
+        grad_scale: Float = "1.0", "Scales the gradient by a float factor.";
+        ignore_label: Float = "-1.0",
+            "Label value whose positions get no gradient (when use_ignore is true).";
+        multi_output: Bool = "False",
+            "Softmax over axis 1 at every position of the remaining axes; label (N, H·W).";
+        use_ignore: Bool = "False", "Whether positions labelled ignore_label get zero gradient.";
+        preserve_shape: Bool = "False",
+            "Softmax over the last axis, keeping the input's shape; label = shape[:-1].";
+        normalization: Enum(&["null", "batch", "valid"]) = "null",
+            "How the gradient is normalised: not at all, by the batch, by the valid labels.";
+        out_grad: Bool = "False", "Multiplies the gradient by the head gradient elementwise.";
+        smooth_alpha: Float = "0.0",
+            "Label smoothing: the true class gets 1 − alpha, the others alpha/(classes − 1).";
+    }
+}
+
+crate::op_params! {
+    struct RegressionParams {
+        grad_scale: Float = "1.0", "Scales the gradient by a float factor.";
+    }
+}
 
 /// `numerator / denominator`, 0 for an empty denominator (empty arrays).
 fn per(numerator: usize, denominator: usize) -> usize {
@@ -144,23 +111,24 @@ struct SoftmaxOutput {
 
 impl SoftmaxOutput {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let norm = match p.str("normalization")?.as_str() {
+        let q = SoftmaxOutputParams::from_params(p)?;
+        let norm = match q.normalization.as_str() {
             "batch" => Norm::Batch,
             "valid" => Norm::Valid,
             _ => Norm::Null,
         };
-        let smooth_alpha = p.float("smooth_alpha")?;
+        let smooth_alpha = q.smooth_alpha;
         if !(0.0..=1.0).contains(&smooth_alpha) {
             return Err(p.error("smooth_alpha", "a number in [0, 1]", smooth_alpha));
         }
         Ok(Arc::new(SoftmaxOutput {
-            grad_scale: p.float("grad_scale")? as f32,
-            ignore_label: p.float("ignore_label")? as f32,
-            multi_output: p.bool("multi_output")?,
-            use_ignore: p.bool("use_ignore")?,
-            preserve_shape: p.bool("preserve_shape")?,
+            grad_scale: q.grad_scale as f32,
+            ignore_label: q.ignore_label as f32,
+            multi_output: q.multi_output,
+            use_ignore: q.use_ignore,
+            preserve_shape: q.preserve_shape,
             norm,
-            out_grad: p.bool("out_grad")?,
+            out_grad: q.out_grad,
             smooth_alpha: smooth_alpha as f32,
         }))
     }
@@ -329,7 +297,7 @@ impl Regression {
         Ok(Arc::new(Regression {
             op: p.op,
             kind,
-            grad_scale: p.float("grad_scale")? as f32,
+            grad_scale: RegressionParams::from_params(p)?.grad_scale as f32,
         }))
     }
 }

@@ -1,6 +1,5 @@
 //! Dense layers: FullyConnected.
 
-use super::params::{param, ParamKind::*};
 use super::{known, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::Result;
 use crate::kernels::gemm::{gemm, MatRef};
@@ -16,44 +15,22 @@ pub static OPS: &[OpDef] = &[OpDef {
     doc: "Applies a linear transformation: Y = X·Wᵀ + b. With flatten=True the input is \
           reshaped to (batch, -1) first; with flatten=False the transformation applies to the \
           last axis. Weight shape (num_hidden, input_dim), bias shape (num_hidden,).",
-    params: &[
-        param(
-            "num_hidden",
-            Int,
-            None,
-            "Number of hidden units (output features).",
-        ),
-        param(
-            "no_bias",
-            Bool,
-            Some("False"),
-            "Whether to leave out the bias term.",
-        ),
-        param(
-            "flatten",
-            Bool,
-            Some("True"),
-            "Whether to collapse all but the first axis of the input.",
-        ),
-    ],
+    params: FullyConnected::DEFS,
     create: FullyConnected::create,
     variadic: None,
 }];
 
-#[derive(Debug)]
-struct FullyConnected {
-    num_hidden: usize,
-    no_bias: bool,
-    flatten: bool,
+crate::op_params! {
+    struct FullyConnected {
+        num_hidden: Positive, "Number of hidden units (output features).";
+        no_bias: Bool = "False", "Whether to leave out the bias term.";
+        flatten: Bool = "True", "Whether to collapse all but the first axis of the input.";
+    }
 }
 
 impl FullyConnected {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(FullyConnected {
-            num_hidden: p.usize_min("num_hidden", 1)?,
-            no_bias: p.bool("no_bias")?,
-            flatten: p.bool("flatten")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// (rows, input_dim) of the data viewed as a matrix.

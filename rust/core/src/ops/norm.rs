@@ -1,7 +1,6 @@
 //! Normalisation and regularisation: MXNet `BatchNorm`, `LayerNorm`, `Dropout`, over the
 //! kernels of `kernels::norm`.
 
-use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::binary::{self, BinaryOp};
@@ -24,62 +23,7 @@ pub static OPS: &[OpDef] = &[
               batch statistics into the moving ones as new = momentum·old + (1 − momentum)·batch, \
               during backward as MXNet 1.9.1 does, so forward-only calls leave them alone. With \
               fix_gamma=True gamma is treated as ones and gets a zero gradient.",
-        params: &[
-            param(
-                "eps",
-                Float,
-                Some("0.001"),
-                "Added to the variance to avoid dividing by zero.",
-            ),
-            param(
-                "momentum",
-                Float,
-                Some("0.9"),
-                "Momentum of the moving average of the statistics.",
-            ),
-            param(
-                "fix_gamma",
-                Bool,
-                Some("True"),
-                "Treat gamma as ones (its gradient is zero).",
-            ),
-            param(
-                "use_global_stats",
-                Bool,
-                Some("False"),
-                "Use the moving statistics in training too (as constants; nothing is updated).",
-            ),
-            param(
-                "output_mean_var",
-                Bool,
-                Some("False"),
-                "Also output the mean and the variance used.",
-            ),
-            param(
-                "axis",
-                Int,
-                Some("1"),
-                "The channel axis; statistics are taken over all other axes.",
-            ),
-            param(
-                "cudnn_off",
-                Bool,
-                Some("False"),
-                "Do not use cuDNN (no effect on the CPU).",
-            ),
-            param(
-                "min_calib_range",
-                OptFloat,
-                Some("None"),
-                "Quantisation calibration minimum (accepted and ignored).",
-            ),
-            param(
-                "max_calib_range",
-                OptFloat,
-                Some("None"),
-                "Quantisation calibration maximum (accepted and ignored).",
-            ),
-        ],
+        params: BatchNormParams::DEFS,
         create: BatchNorm::create,
         variadic: None,
     },
@@ -91,21 +35,7 @@ pub static OPS: &[OpDef] = &[
               and variance taken over `axis` for every position of the other axes, and gamma, \
               beta of shape (data.shape[axis],). Hidden outputs: the mean and the standard \
               deviation (visible with output_mean_var).",
-        params: &[
-            param("axis", Int, Some("-1"), "The axis to normalise over."),
-            param(
-                "eps",
-                Float,
-                Some("1e-05"),
-                "Added to the variance to avoid dividing by zero.",
-            ),
-            param(
-                "output_mean_var",
-                Bool,
-                Some("False"),
-                "Also output the mean and the standard deviation.",
-            ),
-        ],
+        params: LayerNormParams::DEFS,
         create: LayerNorm::create,
         variadic: None,
     },
@@ -118,36 +48,46 @@ pub static OPS: &[OpDef] = &[
               global seeded stream (mx.random.seed). `axes` share one mask value along the given \
               axes (variational dropout). In inference it is the identity and passes the \
               gradient unchanged.",
-        params: &[
-            param(
-                "p",
-                Float,
-                Some("0.5"),
-                "Fraction of the input that gets dropped out.",
-            ),
-            param(
-                "mode",
-                Enum(&["training", "always"]),
-                Some("training"),
-                "Apply dropout only in training, or also in inference.",
-            ),
-            param(
-                "axes",
-                Shape,
-                Some("()"),
-                "Axes along which the dropout mask is shared.",
-            ),
-            param(
-                "cudnn_off",
-                Bool,
-                Some("False"),
-                "Do not use cuDNN (no effect on the CPU).",
-            ),
-        ],
+        params: DropoutParams::DEFS,
         create: Dropout::create,
         variadic: None,
     },
 ];
+
+crate::op_params! {
+    struct BatchNormParams {
+        eps: Float = "0.001", "Added to the variance to avoid dividing by zero.";
+        momentum: Float = "0.9", "Momentum of the moving average of the statistics.";
+        fix_gamma: Bool = "True", "Treat gamma as ones (its gradient is zero).";
+        use_global_stats: Bool = "False",
+            "Use the moving statistics in training too (as constants; nothing is updated).";
+        output_mean_var: Bool = "False", "Also output the mean and the variance used.";
+        axis: Int = "1", "The channel axis; statistics are taken over all other axes.";
+        cudnn_off: Bool = "False", "Do not use cuDNN (no effect on the CPU).";
+        min_calib_range: OptFloat = "None",
+            "Quantisation calibration minimum (accepted and ignored).";
+        max_calib_range: OptFloat = "None",
+            "Quantisation calibration maximum (accepted and ignored).";
+    }
+}
+
+crate::op_params! {
+    struct LayerNormParams {
+        axis: Int = "-1", "The axis to normalise over.";
+        eps: Float = "1e-05", "Added to the variance to avoid dividing by zero.";
+        output_mean_var: Bool = "False", "Also output the mean and the standard deviation.";
+    }
+}
+
+crate::op_params! {
+    struct DropoutParams {
+        p: Float = "0.5", "Fraction of the input that gets dropped out.";
+        mode: Enum(&["training", "always"]) = "training",
+            "Apply dropout only in training, or also in inference.";
+        axes: Shape = "()", "Axes along which the dropout mask is shared.";
+        cudnn_off: Bool = "False", "Do not use cuDNN (no effect on the CPU).";
+    }
+}
 
 /// Checks that a per-channel input holds `c` values (shape inference guarantees it for bound
 /// graphs; direct calls get an error instead of a panic).
@@ -180,17 +120,18 @@ struct BatchNorm {
 
 impl BatchNorm {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let eps = p.float("eps")?;
+        let q = BatchNormParams::from_params(p)?;
+        let eps = q.eps;
         if !(eps >= 0.0 && eps.is_finite()) {
             return Err(p.error("eps", "a finite number >= 0", eps));
         }
         Ok(Arc::new(BatchNorm {
             eps,
-            momentum: p.float("momentum")?,
-            fix_gamma: p.bool("fix_gamma")?,
-            use_global_stats: p.bool("use_global_stats")?,
-            output_mean_var: p.bool("output_mean_var")?,
-            axis: p.int("axis")?,
+            momentum: q.momentum,
+            fix_gamma: q.fix_gamma,
+            use_global_stats: q.use_global_stats,
+            output_mean_var: q.output_mean_var,
+            axis: q.axis,
         }))
     }
 
@@ -393,14 +334,15 @@ struct LayerNorm {
 
 impl LayerNorm {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let eps = p.float("eps")?;
+        let q = LayerNormParams::from_params(p)?;
+        let eps = q.eps;
         if !(eps >= 0.0 && eps.is_finite()) {
             return Err(p.error("eps", "a finite number >= 0", eps));
         }
         Ok(Arc::new(LayerNorm {
-            axis: p.int("axis")?,
+            axis: q.axis,
             eps,
-            output_mean_var: p.bool("output_mean_var")?,
+            output_mean_var: q.output_mean_var,
         }))
     }
 
@@ -520,14 +462,15 @@ struct Dropout {
 
 impl Dropout {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let prob = p.float("p")?;
+        let q = DropoutParams::from_params(p)?;
+        let prob = q.p;
         if !(0.0..=1.0).contains(&prob) {
             return Err(p.error("p", "a probability in [0, 1]", prob));
         }
         Ok(Arc::new(Dropout {
             p: prob as f32,
-            always: p.str("mode")? == "always",
-            axes: p.shape("axes")?,
+            always: q.mode == "always",
+            axes: q.axes,
         }))
     }
 

@@ -12,6 +12,14 @@ pub enum ParamKind {
     Int,
     /// An integer or `"None"`.
     OptInt,
+    /// A non-negative integer (a size, an index).
+    Usize,
+    /// An integer >= 1 (a number of units, filters, groups).
+    Positive,
+    /// A count that sizes an operator's inputs or outputs (`num_args`, `num_outputs`): at
+    /// least 1 and at most [`crate::limits::MAX_NUM_ARGS`], checked before anything is sized
+    /// by it.
+    Count,
     /// A float (`"0.001"`, `"1e-5"`).
     Float,
     /// A float or `"None"`.
@@ -34,6 +42,12 @@ impl ParamKind {
         match self {
             ParamKind::Int => "int".into(),
             ParamKind::OptInt => "int or None".into(),
+            ParamKind::Usize => "int >= 0".into(),
+            ParamKind::Positive => "int >= 1".into(),
+            ParamKind::Count => format!(
+                "int from 1 to {} (the limit MAX_NUM_ARGS)",
+                crate::limits::MAX_NUM_ARGS
+            ),
             ParamKind::Float => "float".into(),
             ParamKind::OptFloat => "float or None".into(),
             ParamKind::Bool => "boolean".into(),
@@ -64,18 +78,140 @@ pub struct ParamDef {
     pub doc: &'static str,
 }
 
-/// Shorthand for a `ParamDef`.
-pub const fn param(
-    name: &'static str,
-    kind: ParamKind,
-    default: Option<&'static str>,
-    doc: &'static str,
-) -> ParamDef {
-    ParamDef {
-        name,
-        kind,
-        default,
-        doc,
+/// Declares an operator's parameters once: a struct with one typed field per parameter, its
+/// `ParamDef` table (`DEFS`, what `OpDef::params` lists) and `from_params`, which reads the
+/// parsed node into the struct. The name a user writes (`num_hidden`) is the field's name, so
+/// no parameter is named twice.
+///
+/// ```ignore
+/// op_params! {
+///     /// FullyConnected's parameters.
+///     pub struct FcParams {
+///         num_hidden: Int, "Number of hidden nodes of the output.";
+///         no_bias: Bool = "False", "Whether to disable the bias.";
+///         act: Enum(&["relu", "tanh"]) = "relu", "The activation.";
+///     }
+/// }
+/// ```
+/// A parameter without `= "default"` is required.
+#[macro_export]
+macro_rules! op_params {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $( $field:ident : $kind:ident $(($arg:expr))? $(= $default:literal)? , $doc:literal ; )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, PartialEq)]
+        #[allow(dead_code)]
+        $vis struct $name {
+            $( pub(crate) $field: $crate::op_params!(@type $kind), )*
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            /// The declared parameters, in order.
+            pub const DEFS: &'static [$crate::ops::params::ParamDef] = &[
+                $( $crate::ops::params::ParamDef {
+                    name: stringify!($field),
+                    kind: $crate::ops::params::ParamKind::$kind $(($arg))?,
+                    default: $crate::op_params!(@default $($default)?),
+                    doc: $doc,
+                }, )*
+            ];
+
+            /// Reads a node's parsed parameters (defaults already filled in).
+            pub fn from_params(p: &$crate::ops::params::Params) -> $crate::error::Result<Self> {
+                Ok(Self {
+                    $( $field: p.typed::<$crate::op_params!(@type $kind)>(stringify!($field))?, )*
+                })
+            }
+        }
+    };
+    (@type Int) => { i64 };
+    (@type OptInt) => { Option<i64> };
+    (@type Usize) => { usize };
+    (@type Positive) => { usize };
+    (@type Count) => { usize };
+    (@type Float) => { f64 };
+    (@type OptFloat) => { Option<f64> };
+    (@type Bool) => { bool };
+    (@type Shape) => { Vec<i64> };
+    (@type OptShape) => { Option<Vec<i64>> };
+    (@type Enum) => { String };
+    (@type Str) => { String };
+    (@default) => { None };
+    (@default $d:literal) => { Some($d) };
+}
+
+/// Reads one parsed value as a field type of [`op_params!`].
+pub trait FromValue: Sized {
+    /// The value as this type; `None` when the kinds disagree (a declaration bug).
+    fn from_value(v: &Value) -> Option<Self>;
+}
+
+impl FromValue for i64 {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Int(x) => Some(*x),
+            _ => None,
+        }
+    }
+}
+
+impl FromValue for usize {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Int(x) => usize::try_from(*x).ok(),
+            _ => None,
+        }
+    }
+}
+
+impl FromValue for f64 {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Float(x) => Some(*x),
+            Value::Int(x) => Some(*x as f64),
+            _ => None,
+        }
+    }
+}
+
+impl FromValue for bool {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Bool(x) => Some(*x),
+            _ => None,
+        }
+    }
+}
+
+impl FromValue for Vec<i64> {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Shape(x) => Some(x.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl FromValue for String {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::Str(x) => Some(x.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl<T: FromValue> FromValue for Option<T> {
+    fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::None => Some(None),
+            other => T::from_value(other).map(Some),
+        }
     }
 }
 
@@ -138,6 +274,13 @@ fn parse_value(kind: ParamKind, s: &str) -> Option<Value> {
         ParamKind::Int => t.parse().ok().map(Value::Int),
         ParamKind::OptInt if none => Some(Value::None),
         ParamKind::OptInt => t.parse().ok().map(Value::Int),
+        ParamKind::Usize => t.parse().ok().filter(|v| *v >= 0).map(Value::Int),
+        ParamKind::Positive => t.parse().ok().filter(|v| *v >= 1).map(Value::Int),
+        ParamKind::Count => t
+            .parse()
+            .ok()
+            .filter(|v| (1..=crate::limits::MAX_NUM_ARGS as i64).contains(v))
+            .map(Value::Int),
         ParamKind::Float => t.parse().ok().map(Value::Float),
         ParamKind::OptFloat if none => Some(Value::None),
         ParamKind::OptFloat => t.parse().ok().map(Value::Float),
@@ -231,103 +374,24 @@ impl Params {
         )
     }
 
-    /// An integer parameter.
-    pub fn int(&self, name: &str) -> Result<i64> {
-        match self.get(name)? {
-            Value::Int(v) => Ok(*v),
-            other => Err(self.bad(name, "an int", format!("{other:?}"))),
-        }
-    }
-
-    /// A non-negative integer parameter that must be at least `min`.
-    pub fn usize_min(&self, name: &str, min: usize) -> Result<usize> {
-        let v = self.int(name)?;
-        if v < min as i64 {
-            return Err(self.bad(name, &format!("an int >= {min}"), v));
-        }
-        Ok(v as usize)
-    }
-
-    /// A count that sizes an operator's inputs or outputs (`num_args` of a variadic
-    /// operator, `num_outputs` of `SliceChannel`): at least 1 and at most
-    /// [`crate::limits::MAX_NUM_ARGS`], checked before anything is sized by it.
-    pub fn num_args(&self, name: &str) -> Result<usize> {
-        let n = self.usize_min(name, 1)?;
-        if n > crate::limits::MAX_NUM_ARGS {
-            return Err(self.bad(
-                name,
-                &format!(
-                    "at most {} (the limit MAX_NUM_ARGS)",
-                    crate::limits::MAX_NUM_ARGS
-                ),
-                n,
-            ));
-        }
-        Ok(n)
-    }
-
-    /// An optional integer parameter.
-    pub fn opt_int(&self, name: &str) -> Result<Option<i64>> {
-        match self.get(name)? {
-            Value::Int(v) => Ok(Some(*v)),
-            Value::None => Ok(None),
-            other => Err(self.bad(name, "an int or None", format!("{other:?}"))),
-        }
-    }
-
-    /// A float parameter.
-    pub fn float(&self, name: &str) -> Result<f64> {
-        match self.get(name)? {
-            Value::Float(v) => Ok(*v),
-            Value::Int(v) => Ok(*v as f64),
-            other => Err(self.bad(name, "a float", format!("{other:?}"))),
-        }
-    }
-
-    /// An optional float parameter.
-    pub fn opt_float(&self, name: &str) -> Result<Option<f64>> {
-        match self.get(name)? {
-            Value::Float(v) => Ok(Some(*v)),
-            Value::None => Ok(None),
-            other => Err(self.bad(name, "a float or None", format!("{other:?}"))),
-        }
-    }
-
-    /// A boolean parameter.
-    pub fn bool(&self, name: &str) -> Result<bool> {
-        match self.get(name)? {
-            Value::Bool(v) => Ok(*v),
-            other => Err(self.bad(name, "a boolean", format!("{other:?}"))),
-        }
-    }
-
-    /// A tuple parameter.
-    pub fn shape(&self, name: &str) -> Result<Vec<i64>> {
-        match self.get(name)? {
-            Value::Shape(v) => Ok(v.clone()),
-            other => Err(self.bad(name, "a shape", format!("{other:?}"))),
-        }
-    }
-
-    /// An optional tuple parameter.
-    pub fn opt_shape(&self, name: &str) -> Result<Option<Vec<i64>>> {
-        match self.get(name)? {
-            Value::Shape(v) => Ok(Some(v.clone())),
-            Value::None => Ok(None),
-            other => Err(self.bad(name, "a shape or None", format!("{other:?}"))),
-        }
-    }
-
-    /// A string or enum parameter.
-    pub fn str(&self, name: &str) -> Result<String> {
-        match self.get(name)? {
-            Value::Str(v) => Ok(v.clone()),
-            other => Err(self.bad(name, "a string", format!("{other:?}"))),
-        }
+    /// Parameter `name` as the field type [`op_params!`] declared for it.
+    pub fn typed<T: FromValue>(&self, name: &str) -> Result<T> {
+        let v = self.get(name)?;
+        T::from_value(v).ok_or_else(|| {
+            Error::Msg(format!(
+                "internal: {} parameter {name} is {v:?}, not the declared field type",
+                self.op
+            ))
+        })
     }
 
     /// An error about parameter `name` of this node (for checks beyond parsing).
     pub fn error(&self, name: &str, expected: &str, got: impl std::fmt::Display) -> Error {
+        debug_assert!(
+            self.values.contains_key(name),
+            "{} has no parameter {name} to blame",
+            self.op
+        );
         self.bad(name, expected, got)
     }
 }
@@ -357,5 +421,104 @@ mod tests {
             parse_value(ParamKind::Enum(&["relu", "tanh"]), "sigmoid"),
             None
         );
+    }
+
+    crate::op_params! {
+        struct Demo {
+            units: Positive, "Units.";
+            inputs: Count = "2", "Inputs.";
+            scale: Float = "1e-3", "Scale.";
+            axes: OptShape = "None", "Axes.";
+            mode: Enum(&["a", "b"]) = "a", "Mode.";
+        }
+    }
+
+    static DEMO: OpDef = OpDef {
+        name: "Demo",
+        aliases: &[],
+        py_name: None,
+        doc: "",
+        params: Demo::DEFS,
+        create: |_| Err(Error::Msg("not instantiated in tests".into())),
+        variadic: None,
+    };
+
+    fn demo(attrs: &[(&str, &str)]) -> Result<Demo> {
+        let attrs = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Demo::from_params(&Params::parse(&DEMO, "n0", &attrs)?)
+    }
+
+    #[test]
+    fn declared_fields_read_typed_values_with_defaults() {
+        let d = demo(&[("units", "3"), ("axes", "(0, 2)"), ("__lr_mult__", "2")]).unwrap();
+        assert_eq!(
+            d,
+            Demo {
+                units: 3,
+                inputs: 2,
+                scale: 1e-3,
+                axes: Some(vec![0, 2]),
+                mode: "a".into(),
+            }
+        );
+        assert_eq!(Demo::DEFS[0].name, "units");
+        assert_eq!(Demo::DEFS[0].default, None);
+        assert_eq!(Demo::DEFS[2].default, Some("1e-3"));
+    }
+
+    #[test]
+    fn bad_values_name_the_parameter_and_its_range() {
+        let msg = |attrs: &[(&str, &str)]| demo(attrs).unwrap_err().to_string();
+        let m = msg(&[]);
+        assert!(m.contains("\"units\"") && m.contains("required"), "{m}");
+        let m = msg(&[("units", "0")]);
+        assert!(m.contains("\"units\"") && m.contains("int >= 1"), "{m}");
+        let m = msg(&[("units", "1"), ("inputs", "100000000")]);
+        assert!(
+            m.contains("\"inputs\"") && m.contains("MAX_NUM_ARGS") && m.contains("100000000"),
+            "{m}"
+        );
+        let m = msg(&[("units", "1"), ("mode", "c")]);
+        assert!(m.contains("one of 'a', 'b'"), "{m}");
+        let m = msg(&[("units", "1"), ("unit", "1")]);
+        assert!(
+            m.contains("unknown parameter") && m.contains("units"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn every_registry_default_parses_and_variadic_counts_are_declared() {
+        for def in super::super::registry().values() {
+            let mut names = std::collections::BTreeSet::new();
+            for p in def.params {
+                assert!(
+                    names.insert(p.name),
+                    "{}: {} declared twice",
+                    def.name,
+                    p.name
+                );
+                if let Some(d) = p.default {
+                    assert!(
+                        parse_value(p.kind, d).is_some(),
+                        "{}.{}: default {d} is not a {}",
+                        def.name,
+                        p.name,
+                        p.kind.describe()
+                    );
+                }
+            }
+            if let Some(v) = def.variadic {
+                let decl = def.params.iter().find(|p| p.name == v);
+                assert!(
+                    matches!(decl.map(|p| p.kind), Some(ParamKind::Count)),
+                    "{}: variadic count {v} is not a declared Count",
+                    def.name
+                );
+            }
+        }
     }
 }

@@ -1,7 +1,6 @@
 //! One-input operators whose backward ignores the chain: `zeros_like`, `ones_like`,
 //! `BlockGrad` (the gradient stops) and `MakeLoss` (the gradient is a constant).
 
-use super::params::{param, ParamKind::*};
 use super::{same_shape, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::Result;
 use crate::tensor::NDArray;
@@ -79,6 +78,16 @@ enum Norm {
     Valid,
 }
 
+crate::op_params! {
+    struct MakeLossParams {
+        grad_scale: Float = "1", "Scale of the gradient.";
+        valid_thresh: Float = "0",
+            "Elements above this count as valid for normalization=\"valid\".";
+        normalization: Enum(&["null", "batch", "valid"]) = "null",
+            "How the gradient is normalised: not, by the batch size, or by the valid count.";
+    }
+}
+
 #[derive(Debug)]
 struct MakeLoss {
     grad_scale: f32,
@@ -88,14 +97,15 @@ struct MakeLoss {
 
 impl MakeLoss {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let norm = match p.str("normalization")?.as_str() {
+        let q = MakeLossParams::from_params(p)?;
+        let norm = match q.normalization.as_str() {
             "batch" => Norm::Batch,
             "valid" => Norm::Valid,
             _ => Norm::Null,
         };
         Ok(Arc::new(MakeLoss {
-            grad_scale: p.float("grad_scale")? as f32,
-            valid_thresh: p.float("valid_thresh")? as f32,
+            grad_scale: q.grad_scale as f32,
+            valid_thresh: q.valid_thresh as f32,
             norm,
         }))
     }
@@ -202,21 +212,7 @@ pub static OPS: &[OpDef] = &[
               head gradient, giving grad_scale everywhere (\"null\"), grad_scale / batch \
               (\"batch\"; the rows of the input seen as (prod(shape[:-1]), shape[-1])), or \
               grad_scale / the number of input elements above valid_thresh (\"valid\").",
-        params: &[
-            param("grad_scale", Float, Some("1"), "Scale of the gradient."),
-            param(
-                "valid_thresh",
-                Float,
-                Some("0"),
-                "Elements above this count as valid for normalization=\"valid\".",
-            ),
-            param(
-                "normalization",
-                Enum(&["null", "batch", "valid"]),
-                Some("null"),
-                "How the gradient is normalised: not, by the batch size, or by the valid count.",
-            ),
-        ],
+        params: MakeLossParams::DEFS,
         create: MakeLoss::create,
         variadic: None,
     },

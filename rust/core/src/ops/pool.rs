@@ -1,7 +1,6 @@
 //! Pooling (max, avg, sum, lp; global; valid, full and same conventions) over 1, 2 or 3
 //! spatial axes, over the kernels of `kernels::pool`.
 
-use super::params::{param, ParamKind::*};
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::pool::{
@@ -22,71 +21,28 @@ pub static OPS: &[OpDef] = &[OpDef {
           with \"same\" (1-D only). Max pooling ignores padding; avg divides by the window \
           clipped to the padded input, or to the real input when count_include_pad=False. \
           global_pool pools each whole channel, ignoring kernel, stride and pad.",
-    params: &[
-        param(
-            "kernel",
-            Shape,
-            Some("()"),
-            "Pooling window size: (w,), (h, w) or (d, h, w).",
-        ),
-        param(
-            "pool_type",
-            Enum(&["max", "avg", "sum", "lp"]),
-            Some("max"),
-            "Pooling function.",
-        ),
-        param(
-            "global_pool",
-            Bool,
-            Some("False"),
-            "Pool over whole channels, ignoring kernel, stride and pad.",
-        ),
-        param(
-            "cudnn_off",
-            Bool,
-            Some("False"),
-            "Turn off cuDNN (accepted, unused).",
-        ),
-        param(
-            "pooling_convention",
-            Enum(&["valid", "full", "same"]),
-            Some("valid"),
-            "How the number of windows is rounded: valid (floor), full (ceil), same.",
-        ),
-        param(
-            "stride",
-            Shape,
-            Some("()"),
-            "Window stride per axis; default 1.",
-        ),
-        param(
-            "pad",
-            Shape,
-            Some("()"),
-            "Padding on both sides per axis; default 0.",
-        ),
-        param(
-            "p_value",
-            OptInt,
-            Some("None"),
-            "The p of lp pooling: 1, 2 or 3.",
-        ),
-        param(
-            "count_include_pad",
-            Enum(&["None", "True", "False", "true", "false", "1", "0"]),
-            Some("None"),
-            "Whether avg pooling counts padding in the divisor; None means True.",
-        ),
-        param(
-            "layout",
-            Enum(&["None", "NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC"]),
-            Some("None"),
-            "Data layout; only NCW, NCHW and NCDHW are supported.",
-        ),
-    ],
+    params: PoolingParams::DEFS,
     create: Pooling::create,
     variadic: None,
 }];
+
+crate::op_params! {
+    struct PoolingParams {
+        kernel: Shape = "()", "Pooling window size: (w,), (h, w) or (d, h, w).";
+        pool_type: Enum(&["max", "avg", "sum", "lp"]) = "max", "Pooling function.";
+        global_pool: Bool = "False", "Pool over whole channels, ignoring kernel, stride and pad.";
+        cudnn_off: Bool = "False", "Turn off cuDNN (accepted, unused).";
+        pooling_convention: Enum(&["valid", "full", "same"]) = "valid",
+            "How the number of windows is rounded: valid (floor), full (ceil), same.";
+        stride: Shape = "()", "Window stride per axis; default 1.";
+        pad: Shape = "()", "Padding on both sides per axis; default 0.";
+        p_value: OptInt = "None", "The p of lp pooling: 1, 2 or 3.";
+        count_include_pad: Enum(&["None", "True", "False", "true", "false", "1", "0"]) = "None",
+            "Whether avg pooling counts padding in the divisor; None means True.";
+        layout: Enum(&["None", "NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC"]) = "None",
+            "Data layout; only NCW, NCHW and NCDHW are supported.";
+    }
+}
 
 #[derive(Debug)]
 struct Pooling {
@@ -102,8 +58,7 @@ struct Pooling {
 
 const OP: &str = "Pooling";
 
-fn usizes(p: &Params, name: &str, min: i64) -> Result<Vec<usize>> {
-    let v = p.shape(name)?;
+fn usizes(p: &Params, name: &str, v: Vec<i64>, min: i64) -> Result<Vec<usize>> {
     if v.len() > 3 || v.iter().any(|&x| x < min) {
         return Err(p.error(name, &format!("up to 3 values >= {min}"), format!("{v:?}")));
     }
@@ -119,15 +74,13 @@ fn to3(v: &[usize], fill: usize) -> [usize; 3] {
 
 impl Pooling {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let count_include_pad = !matches!(
-            p.str("count_include_pad")?.as_str(),
-            "False" | "false" | "0"
-        );
-        let kind = match p.str("pool_type")?.as_str() {
+        let q = PoolingParams::from_params(p)?;
+        let count_include_pad = !matches!(q.count_include_pad.as_str(), "False" | "false" | "0");
+        let kind = match q.pool_type.as_str() {
             "max" => PoolKind::Max,
             "avg" => PoolKind::Avg { count_include_pad },
             "sum" => PoolKind::Sum,
-            _ => match p.opt_int("p_value")? {
+            _ => match q.p_value {
                 Some(v @ 1..=3) => PoolKind::Lp(v as u32),
                 other => {
                     return Err(p.error(
@@ -138,15 +91,15 @@ impl Pooling {
                 }
             },
         };
-        let global = p.bool("global_pool")?;
-        let convention = match p.str("pooling_convention")?.as_str() {
+        let global = q.global_pool;
+        let convention = match q.pooling_convention.as_str() {
             "full" => PoolConvention::Full,
             "same" => PoolConvention::Same,
             _ => PoolConvention::Valid,
         };
-        let kernel = usizes(p, "kernel", 1)?;
-        let stride = usizes(p, "stride", 1)?;
-        let pad = usizes(p, "pad", 0)?;
+        let kernel = usizes(p, "kernel", q.kernel, 1)?;
+        let stride = usizes(p, "stride", q.stride, 1)?;
+        let pad = usizes(p, "pad", q.pad, 0)?;
         if !global {
             if kernel.is_empty() {
                 return Err(p.error(
@@ -174,7 +127,7 @@ impl Pooling {
                 ));
             }
         }
-        let layout = p.str("layout")?;
+        let layout = q.layout;
         Ok(Arc::new(Pooling {
             kind,
             global,

@@ -1,7 +1,6 @@
 //! Reductions and index operators (MXNet `sum`, `mean`, `max`, `min`, `prod`, `nansum`,
 //! `argmax`, `argmin`, `one_hot`).
 
-use super::params::{param, ParamDef, ParamKind::*};
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::copy::one_hot_rows;
@@ -51,12 +50,13 @@ struct Plan {
 }
 
 fn create_reduce(p: &Params, kind: ReduceOp) -> Result<Arc<dyn Operator>> {
+    let q = ReduceParams::from_params(p)?;
     Ok(Arc::new(Reduce {
         op: p.op,
         kind,
-        axis: p.opt_shape("axis")?,
-        keepdims: p.bool("keepdims")?,
-        exclude: p.bool("exclude")?,
+        axis: q.axis,
+        keepdims: q.keepdims,
+        exclude: q.exclude,
     }))
 }
 
@@ -215,26 +215,13 @@ impl Operator for Reduce {
     }
 }
 
-const REDUCE_PARAMS: &[ParamDef] = &[
-    param(
-        "axis",
-        OptShape,
-        Some("None"),
-        "Axis or axes to reduce; None (or ()) reduces all of them.",
-    ),
-    param(
-        "keepdims",
-        Bool,
-        Some("False"),
-        "Whether to keep the reduced axes as size 1.",
-    ),
-    param(
-        "exclude",
-        Bool,
-        Some("False"),
-        "Whether to reduce over every axis except those in axis.",
-    ),
-];
+crate::op_params! {
+    struct ReduceParams {
+        axis: OptShape = "None", "Axis or axes to reduce; None (or ()) reduces all of them.";
+        keepdims: Bool = "False", "Whether to keep the reduced axes as size 1.";
+        exclude: Bool = "False", "Whether to reduce over every axis except those in axis.";
+    }
+}
 
 /// A reduction row: name, aliases, the reduction, doc.
 macro_rules! reduce_def {
@@ -244,7 +231,7 @@ macro_rules! reduce_def {
             aliases: &[$($alias),*],
             py_name: None,
             doc: $doc,
-            params: REDUCE_PARAMS,
+            params: ReduceParams::DEFS,
             create: |p| create_reduce(p, ReduceOp::$kind),
             variadic: None,
         }
@@ -264,11 +251,12 @@ struct Arg {
 
 /// `max`: argmax (else argmin).
 fn create_arg(p: &Params, max: bool) -> Result<Arc<dyn Operator>> {
+    let q = ArgParams::from_params(p)?;
     Ok(Arc::new(Arg {
         op: p.op,
         max,
-        axis: p.opt_int("axis")?,
-        keepdims: p.bool("keepdims")?,
+        axis: q.axis,
+        keepdims: q.keepdims,
     }))
 }
 
@@ -368,20 +356,12 @@ impl Operator for Arg {
     }
 }
 
-const ARG_PARAMS: &[ParamDef] = &[
-    param(
-        "axis",
-        OptInt,
-        Some("None"),
-        "The axis to search; None searches the flattened array.",
-    ),
-    param(
-        "keepdims",
-        Bool,
-        Some("False"),
-        "Whether to keep the searched axis as size 1.",
-    ),
-];
+crate::op_params! {
+    struct ArgParams {
+        axis: OptInt = "None", "The axis to search; None searches the flattened array.";
+        keepdims: Bool = "False", "Whether to keep the searched axis as size 1.";
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // one_hot
@@ -389,6 +369,15 @@ const ARG_PARAMS: &[ParamDef] = &[
 const DTYPES: &[&str] = &[
     "float32", "float64", "float16", "uint8", "int8", "int32", "int64",
 ];
+
+crate::op_params! {
+    struct OneHotParams {
+        depth: Usize, "Length of the one-hot axis.";
+        on_value: Float = "1", "Value at the index.";
+        off_value: Float = "0", "Value elsewhere.";
+        dtype: Enum(DTYPES) = "float32", "Type of the output.";
+    }
+}
 
 #[derive(Debug)]
 struct OneHot {
@@ -400,11 +389,12 @@ struct OneHot {
 
 impl OneHot {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        let q = OneHotParams::from_params(p)?;
         Ok(Arc::new(OneHot {
-            depth: p.usize_min("depth", 0)?,
-            on: p.float("on_value")? as f32,
-            off: p.float("off_value")? as f32,
-            dtype: DType::parse(&p.str("dtype")?)?,
+            depth: q.depth,
+            on: q.on_value as f32,
+            off: q.off_value as f32,
+            dtype: DType::parse(&q.dtype)?,
         }))
     }
 }
@@ -513,7 +503,7 @@ pub static OPS: &[OpDef] = &[
         doc: "Index of the largest value along an axis (the first on ties), as float32. Without \
               an axis the flattened array is searched and the result has shape (1,). No \
               gradient.",
-        params: ARG_PARAMS,
+        params: ArgParams::DEFS,
         create: |p| create_arg(p, true),
         variadic: None,
     },
@@ -523,7 +513,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Index of the smallest value along an axis (the first on ties), as float32. \
               No gradient.",
-        params: ARG_PARAMS,
+        params: ArgParams::DEFS,
         create: |p| create_arg(p, false),
         variadic: None,
     },
@@ -534,17 +524,7 @@ pub static OPS: &[OpDef] = &[
         doc: "One-hot encoding: output shape indices.shape + (depth,), on_value at each index \
               (truncated to an integer) and off_value elsewhere; indices outside [0, depth) \
               give a row of off_value. No gradient for indices.",
-        params: &[
-            param("depth", Int, None, "Length of the one-hot axis."),
-            param("on_value", Float, Some("1"), "Value at the index."),
-            param("off_value", Float, Some("0"), "Value elsewhere."),
-            param(
-                "dtype",
-                Enum(DTYPES),
-                Some("float32"),
-                "Type of the output.",
-            ),
-        ],
+        params: OneHotParams::DEFS,
         create: OneHot::create,
         variadic: None,
     },

@@ -1,7 +1,6 @@
 //! Selection operators: `clip` (bounds) and `where` (a condition picks x or y). They compute in
 //! their inputs' own dtype through `kernels::map`.
 
-use super::params::{param, ParamKind::*};
 use super::{data, same_dtype, same_shape, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::map::{contiguous_strides, map_n, Operand};
@@ -12,23 +11,22 @@ use std::sync::Arc;
 // ---------------------------------------------------------------------------------------------
 // clip
 
-#[derive(Debug)]
-struct Clip {
-    lo: f64,
-    hi: f64,
+crate::op_params! {
+    /// The bounds, cast to the data type as MXNet casts them.
+    struct Clip {
+        a_min: Float, "Lower bound.";
+        a_max: Float, "Upper bound.";
+    }
 }
 
 impl Clip {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Clip {
-            lo: p.float("a_min")?,
-            hi: p.float("a_max")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// The bounds cast to the data type, as MXNet casts them.
     fn bounds<T: Element>(&self) -> (T, T) {
-        (T::from_f64(self.lo), T::from_f64(self.hi))
+        (T::from_f64(self.a_min), T::from_f64(self.a_max))
     }
 
     fn clip<T: Element + Storable>(&self, x: &NDArray) -> Result<Vec<T>> {
@@ -328,10 +326,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Clips values to [a_min, a_max]. The gradient passes only where \
               a_min <= data <= a_max.",
-        params: &[
-            param("a_min", Float, None, "Lower bound."),
-            param("a_max", Float, None, "Upper bound."),
-        ],
+        params: Clip::DEFS,
         create: Clip::create,
         variadic: None,
     },

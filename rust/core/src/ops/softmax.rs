@@ -1,7 +1,6 @@
 //! Softmax family: MXNet `softmax`, `log_softmax` and `SoftmaxActivation`, over the kernels of
 //! `kernels::softmax` (which `SoftmaxOutput` in ops/loss.rs uses too, so the math exists once).
 
-use super::params::{param, ParamKind::*};
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::map::axis_dims;
@@ -18,7 +17,7 @@ pub static OPS: &[OpDef] = &[
         doc: "Applies the softmax function along one axis: exp(x/t) / sum(exp(x/t)), with t the \
               temperature. With use_length=True a second input `length` (the data shape without \
               the axis) says how many leading elements of each slice take part; the rest output 0.",
-        params: SOFTMAX_PARAMS,
+        params: SoftmaxParams::DEFS,
         create: |p| Softmax::create(p, false),
         variadic: None,
     },
@@ -29,7 +28,7 @@ pub static OPS: &[OpDef] = &[
         doc: "Applies the logarithm of the softmax function along one axis: x/t - \
               log(sum(exp(x/t))), with t the temperature; numerically stable (the maximum is \
               subtracted first).",
-        params: SOFTMAX_PARAMS,
+        params: SoftmaxParams::DEFS,
         create: |p| Softmax::create(p, true),
         variadic: None,
     },
@@ -40,43 +39,22 @@ pub static OPS: &[OpDef] = &[
         doc: "Applies softmax to the input (deprecated in MXNet in favour of softmax). \
               mode=\"instance\" computes it over all but the first axis of each sample; \
               mode=\"channel\" over axis 1 at every spatial position.",
-        params: &[param(
-            "mode",
-            Enum(&["instance", "channel"]),
-            Some("instance"),
-            "Softmax over each instance (all but axis 0) or over the channel axis (1).",
-        )],
+        params: SoftmaxActivationParams::DEFS,
         create: SoftmaxActivation::create,
         variadic: None,
     },
 ];
 
-static SOFTMAX_PARAMS: &[super::ParamDef] = &[
-    param(
-        "axis",
-        Int,
-        Some("-1"),
-        "The axis along which to compute softmax.",
-    ),
-    param(
-        "temperature",
-        OptFloat,
-        Some("None"),
-        "Temperature t: the input is divided by t (None means 1).",
-    ),
-    param(
-        "dtype",
-        Enum(&["None", "float16", "float32", "float64"]),
-        Some("None"),
-        "Output dtype in MXNet; mxfn computes in float32 and accepts it for compatibility.",
-    ),
-    param(
-        "use_length",
-        Bool,
-        Some("False"),
-        "Whether a second input `length` gives the number of valid elements of each slice.",
-    ),
-];
+crate::op_params! {
+    struct SoftmaxParams {
+        axis: Int = "-1", "The axis along which to compute softmax.";
+        temperature: OptFloat = "None", "Temperature t: the input is divided by t (None means 1).";
+        dtype: Enum(&["None", "float16", "float32", "float64"]) = "None",
+            "Output dtype in MXNet; mxfn computes in float32 and accepts it for compatibility.";
+        use_length: Bool = "False",
+            "Whether a second input `length` gives the number of valid elements of each slice.";
+    }
+}
 
 #[derive(Debug)]
 struct Softmax {
@@ -89,16 +67,17 @@ struct Softmax {
 
 impl Softmax {
     fn create(p: &Params, log: bool) -> Result<Arc<dyn Operator>> {
-        let t = p.opt_float("temperature")?.unwrap_or(1.0);
+        let q = SoftmaxParams::from_params(p)?;
+        let t = q.temperature.unwrap_or(1.0);
         if !(t.is_finite() && t > 0.0) {
             return Err(p.error("temperature", "a positive number", t));
         }
         Ok(Arc::new(Softmax {
             op: p.op,
-            axis: p.int("axis")?,
+            axis: q.axis,
             inv_t: (1.0 / t) as f32,
             log,
-            use_length: p.bool("use_length")?,
+            use_length: q.use_length,
         }))
     }
 
@@ -182,6 +161,13 @@ impl Operator for Softmax {
     }
 }
 
+crate::op_params! {
+    struct SoftmaxActivationParams {
+        mode: Enum(&["instance", "channel"]) = "instance",
+            "Softmax over each instance (all but axis 0) or over the channel axis (1).";
+    }
+}
+
 #[derive(Debug)]
 struct SoftmaxActivation {
     channel: bool,
@@ -190,7 +176,7 @@ struct SoftmaxActivation {
 impl SoftmaxActivation {
     fn create(p: &Params) -> Result<Arc<dyn Operator>> {
         Ok(Arc::new(SoftmaxActivation {
-            channel: p.str("mode")? == "channel",
+            channel: SoftmaxActivationParams::from_params(p)?.mode == "channel",
         }))
     }
 

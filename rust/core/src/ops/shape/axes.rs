@@ -14,18 +14,16 @@ use std::sync::Arc;
 // SwapAxis
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug)]
-pub(crate) struct SwapAxis {
-    dim1: i64,
-    dim2: i64,
+crate::op_params! {
+    pub(crate) struct SwapAxis {
+        dim1: Int = "0", "The first axis.";
+        dim2: Int = "0", "The second axis.";
+    }
 }
 
 impl SwapAxis {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(SwapAxis {
-            dim1: p.int("dim1")?,
-            dim2: p.int("dim2")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// The permutation swapping the two axes of an `ndim`-axis input (its own inverse).
@@ -84,18 +82,16 @@ impl Operator for SwapAxis {
 // broadcast_like
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug)]
-pub(crate) struct BroadcastLike {
-    lhs_axes: Option<Vec<i64>>,
-    rhs_axes: Option<Vec<i64>>,
+crate::op_params! {
+    pub(crate) struct BroadcastLike {
+        lhs_axes: OptShape = "None", "Axes of lhs to broadcast (None: all, to rhs's shape).";
+        rhs_axes: OptShape = "None", "Axes of rhs whose sizes lhs_axes take.";
+    }
 }
 
 impl BroadcastLike {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(BroadcastLike {
-            lhs_axes: p.opt_shape("lhs_axes")?,
-            rhs_axes: p.opt_shape("rhs_axes")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// The output shape for inputs of shapes `lhs` and `rhs` (MXNet's rule: without axes,

@@ -11,6 +11,19 @@ use std::sync::Arc;
 // Embedding
 // ---------------------------------------------------------------------------------------------
 
+crate::op_params! {
+    pub(crate) struct EmbeddingParams {
+        input_dim: Positive, "Vocabulary size: indices lie in [0, input_dim).";
+        output_dim: Positive, "Size of each embedding vector.";
+        dtype: Enum(&[
+                    "float32", "float64", "float16", "uint8", "int8", "int32", "int64",
+                ]) = "float32",
+            "Data type of the weight and the output.";
+        sparse_grad: Bool = "False",
+            "Accepted for compatibility; the weight gradient is always dense here.";
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Embedding {
     input_dim: usize,
@@ -20,10 +33,11 @@ pub(crate) struct Embedding {
 
 impl Embedding {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        let q = EmbeddingParams::from_params(p)?;
         Ok(Arc::new(Embedding {
-            input_dim: p.usize_min("input_dim", 1)?,
-            output_dim: p.usize_min("output_dim", 1)?,
-            dtype: DType::parse(&p.str("dtype")?)?,
+            input_dim: q.input_dim,
+            output_dim: q.output_dim,
+            dtype: DType::parse(&q.dtype)?,
         }))
     }
 

@@ -18,12 +18,12 @@ enum Mode {
     Raise,
 }
 
-fn mode(p: &Params) -> Result<Mode> {
-    Ok(match p.str("mode")?.as_str() {
+fn mode(name: &str) -> Mode {
+    match name {
         "wrap" => Mode::Wrap,
         "raise" => Mode::Raise,
         _ => Mode::Clip,
-    })
+    }
 }
 
 /// The indices (float values, cast to int as MXNet does) as positions in `[0, n)`.
@@ -59,6 +59,13 @@ fn split(shape: &[usize], axis: usize) -> (usize, usize, usize) {
 // take
 // ---------------------------------------------------------------------------------------------
 
+crate::op_params! {
+    pub(crate) struct TakeParams {
+        axis: Int = "0", "The axis to take along.";
+        mode: Enum(&["clip", "wrap", "raise"]) = "clip", "What an index outside the axis does.";
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Take {
     axis: i64,
@@ -67,9 +74,10 @@ pub(crate) struct Take {
 
 impl Take {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        let q = TakeParams::from_params(p)?;
         Ok(Arc::new(Take {
-            axis: p.int("axis")?,
-            mode: mode(p)?,
+            axis: q.axis,
+            mode: mode(&q.mode),
         }))
     }
 
@@ -141,6 +149,14 @@ impl Operator for Take {
 // pick
 // ---------------------------------------------------------------------------------------------
 
+crate::op_params! {
+    pub(crate) struct PickParams {
+        axis: OptInt = "-1", "The axis to pick along.";
+        keepdims: Bool = "False", "Keep the axis with size 1.";
+        mode: Enum(&["clip", "wrap"]) = "clip", "What an index outside the axis does.";
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Pick {
     axis: Option<i64>,
@@ -150,10 +166,11 @@ pub(crate) struct Pick {
 
 impl Pick {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        let q = PickParams::from_params(p)?;
         Ok(Arc::new(Pick {
-            axis: p.opt_int("axis")?,
-            keepdims: p.bool("keepdims")?,
-            mode: mode(p)?,
+            axis: q.axis,
+            keepdims: q.keepdims,
+            mode: mode(&q.mode),
         }))
     }
 

@@ -14,18 +14,16 @@ use std::sync::Arc;
 // Concat and stack
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug)]
-pub(crate) struct Concat {
-    dim: i64,
-    num_args: usize,
+crate::op_params! {
+    pub(crate) struct Concat {
+        num_args: Count, "Number of inputs (set automatically from the inputs given).";
+        dim: Int = "1", "The axis to join along (negative counts from the end).";
+    }
 }
 
 impl Concat {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Concat {
-            dim: p.int("dim")?,
-            num_args: p.num_args("num_args")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// The concatenation axis and the output shape.
@@ -139,18 +137,16 @@ impl Operator for Concat {
     }
 }
 
-#[derive(Debug)]
-pub(crate) struct Stack {
-    axis: i64,
-    num_args: usize,
+crate::op_params! {
+    pub(crate) struct Stack {
+        axis: Int = "0", "Position of the new axis in the output (negative counts from the end).";
+        num_args: Count, "Number of inputs (set automatically from the inputs given).";
+    }
 }
 
 impl Stack {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Stack {
-            axis: p.int("axis")?,
-            num_args: p.num_args("num_args")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// The new axis and the output shape for inputs of shape `s`.
@@ -245,20 +241,18 @@ impl Operator for Stack {
 // SliceChannel (split)
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug)]
-pub(crate) struct SliceChannel {
-    num_outputs: usize,
-    axis: i64,
-    squeeze_axis: bool,
+crate::op_params! {
+    pub(crate) struct SliceChannel {
+        num_outputs: Count, "Number of parts to split into.";
+        axis: Int = "1", "The axis to split along (negative counts from the end).";
+        squeeze_axis: Bool = "False",
+            "Remove the split axis from the outputs (its size must equal num_outputs).";
+    }
 }
 
 impl SliceChannel {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(SliceChannel {
-            num_outputs: p.num_args("num_outputs")?,
-            axis: p.int("axis")?,
-            squeeze_axis: p.bool("squeeze_axis")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// The split axis, the part size along it, and each output's shape.

@@ -15,7 +15,6 @@ mod sequence;
 mod slice;
 mod view;
 
-use super::params::{param, ParamDef, ParamKind::*};
 use super::OpDef;
 use crate::error::{Error, Result};
 use axes::{BroadcastLike, SwapAxis};
@@ -31,15 +30,6 @@ use view::{Transpose, View};
 // Registry entries
 // ---------------------------------------------------------------------------------------------
 
-/// The parameters the three sequence operators share.
-const USE_SEQUENCE_LENGTH: ParamDef = param(
-    "use_sequence_length",
-    Bool,
-    Some("False"),
-    "Take the lengths from the sequence_length input.",
-);
-const SEQUENCE_AXIS: ParamDef = param("axis", Int, Some("0"), "The time axis: 0 or 1.");
-
 /// The entries of this family.
 pub static OPS: &[OpDef] = &[
     OpDef {
@@ -53,32 +43,7 @@ pub static OPS: &[OpDef] = &[
               dimension into the two values that follow it (one of which may be -1). With \
               reverse=True the codes are matched against the input dimensions from right to left. \
               Example: data (2, 3, 4) with shape (0, -1) gives (2, 12); (-3, -2) gives (6, 4).",
-        params: &[
-            param(
-                "shape",
-                Shape,
-                Some("()"),
-                "The target shape, possibly with the special codes 0, -1, -2, -3, -4.",
-            ),
-            param(
-                "reverse",
-                Bool,
-                Some("False"),
-                "Apply the special codes from right to left.",
-            ),
-            param(
-                "target_shape",
-                Shape,
-                Some("()"),
-                "(Deprecated) target shape used when `shape` is empty; a single 0 is inferred.",
-            ),
-            param(
-                "keep_highest",
-                Bool,
-                Some("False"),
-                "(Deprecated, with target_shape) keep the first dimension of the input.",
-            ),
-        ],
+        params: view::ReshapeParams::DEFS,
         create: View::create_reshape,
         variadic: None,
     },
@@ -98,12 +63,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Inserts an axis of size 1 at position `axis`. A negative axis counts from \
               ndim + 1, so axis=-1 appends a trailing axis.",
-        params: &[param(
-            "axis",
-            Int,
-            None,
-            "Position of the new axis, in [-ndim-1, ndim].",
-        )],
+        params: view::ExpandDimsParams::DEFS,
         create: View::create_expand_dims,
         variadic: None,
     },
@@ -113,12 +73,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Removes axes of size 1: the listed ones (each must have size 1), or every one \
               when axis is None. A result with no axes left has shape (1,), as in MXNet.",
-        params: &[param(
-            "axis",
-            OptShape,
-            Some("None"),
-            "Axes to remove (None: every axis of size 1).",
-        )],
+        params: view::SqueezeParams::DEFS,
         create: View::create_squeeze,
         variadic: None,
     },
@@ -128,12 +83,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Permutes the axes: output axis i is input axis axes[i]. With the default empty \
               axes the order of the axes is reversed (a matrix transpose for 2-d data).",
-        params: &[param(
-            "axes",
-            Shape,
-            Some("()"),
-            "The permutation (negative values count from the end); empty reverses the axes.",
-        )],
+        params: view::Transpose::DEFS,
         create: Transpose::create,
         variadic: None,
     },
@@ -143,10 +93,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Swaps axes `dim1` and `dim2` of the data (negative axes count from the end). \
               Example: data (2, 3, 4) with dim1=0, dim2=2 gives (4, 3, 2).",
-        params: &[
-            param("dim1", Int, Some("0"), "The first axis."),
-            param("dim2", Int, Some("0"), "The second axis."),
-        ],
+        params: axes::SwapAxis::DEFS,
         create: SwapAxis::create,
         variadic: None,
     },
@@ -158,20 +105,7 @@ pub static OPS: &[OpDef] = &[
               repeated). With `lhs_axes` and `rhs_axes`, only those axes of `lhs` take the sizes \
               of the matching axes of `rhs`. The gradient of `rhs` is zero: it gives a shape \
               only. Example: lhs (2, 1) and rhs (2, 3) give (2, 3).",
-        params: &[
-            param(
-                "lhs_axes",
-                OptShape,
-                Some("None"),
-                "Axes of lhs to broadcast (None: all, to rhs's shape).",
-            ),
-            param(
-                "rhs_axes",
-                OptShape,
-                Some("None"),
-                "Axes of rhs whose sizes lhs_axes take.",
-            ),
-        ],
+        params: axes::BroadcastLike::DEFS,
         create: BroadcastLike::create,
         variadic: None,
     },
@@ -183,15 +117,7 @@ pub static OPS: &[OpDef] = &[
               shape with that axis replaced by the indices' shape. Out-of-range indices are \
               clamped (mode \"clip\"), wrapped (\"wrap\") or an error (\"raise\"); the indices \
               get no gradient. Example: a (4, 3) and indices (2,) give (2, 3).",
-        params: &[
-            param("axis", Int, Some("0"), "The axis to take along."),
-            param(
-                "mode",
-                Enum(&["clip", "wrap", "raise"]),
-                Some("clip"),
-                "What an index outside the axis does.",
-            ),
-        ],
+        params: gather::TakeParams::DEFS,
         create: Take::create,
         variadic: None,
     },
@@ -204,21 +130,7 @@ pub static OPS: &[OpDef] = &[
               with keepdims). Out-of-range indices are clamped (mode \"clip\") or wrapped \
               (\"wrap\"); the index gets no gradient. Example: data (2, 3), index [0, 2] and \
               axis -1 give (data[0, 0], data[1, 2]).",
-        params: &[
-            param("axis", OptInt, Some("-1"), "The axis to pick along."),
-            param(
-                "keepdims",
-                Bool,
-                Some("False"),
-                "Keep the axis with size 1.",
-            ),
-            param(
-                "mode",
-                Enum(&["clip", "wrap"]),
-                Some("clip"),
-                "What an index outside the axis does.",
-            ),
-        ],
+        params: gather::PickParams::DEFS,
         create: Pick::create,
         variadic: None,
     },
@@ -230,11 +142,7 @@ pub static OPS: &[OpDef] = &[
               (time, batch, …) with axis=0, (batch, time, …) with axis=1; the lengths come \
               from the `sequence_length` input when use_sequence_length is set, else nothing \
               is masked).",
-        params: &[
-            USE_SEQUENCE_LENGTH,
-            param("value", Float, Some("0"), "The value of the masked steps."),
-            SEQUENCE_AXIS,
-        ],
+        params: sequence::SequenceMaskParams::DEFS,
         create: |p| Sequence::create(p, SeqOp::Mask),
         variadic: None,
     },
@@ -244,7 +152,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "The last step of every sequence (step sequence_length - 1 with \
               use_sequence_length, else the last one): the data without its time axis.",
-        params: &[USE_SEQUENCE_LENGTH, SEQUENCE_AXIS],
+        params: sequence::SequenceLastParams::DEFS,
         create: |p| Sequence::create(p, SeqOp::Last),
         variadic: None,
     },
@@ -254,10 +162,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Reverses the first sequence_length steps of every sequence (all steps without \
               use_sequence_length), leaving the padding in place; time is axis 0.",
-        params: &[
-            USE_SEQUENCE_LENGTH,
-            param("axis", Int, Some("0"), "The time axis: only 0, as MXNet."),
-        ],
+        params: sequence::SequenceReverseParams::DEFS,
         create: |p| Sequence::create(p, SeqOp::Reverse),
         variadic: None,
     },
@@ -267,20 +172,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Joins the inputs along axis `dim`; all other dimensions must agree. The inputs \
               are named arg0, arg1, …; the gradient is split back into the inputs' parts.",
-        params: &[
-            param(
-                "num_args",
-                Int,
-                None,
-                "Number of inputs (set automatically from the inputs given).",
-            ),
-            param(
-                "dim",
-                Int,
-                Some("1"),
-                "The axis to join along (negative counts from the end).",
-            ),
-        ],
+        params: join::Concat::DEFS,
         create: Concat::create,
         variadic: Some("num_args"),
     },
@@ -290,20 +182,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Joins inputs of one shape along a new axis `axis`: k inputs of shape (a, b) \
               stacked on axis 1 give (a, k, b). The inputs are named arg0, arg1, ….",
-        params: &[
-            param(
-                "axis",
-                Int,
-                Some("0"),
-                "Position of the new axis in the output (negative counts from the end).",
-            ),
-            param(
-                "num_args",
-                Int,
-                None,
-                "Number of inputs (set automatically from the inputs given).",
-            ),
-        ],
+        params: join::Stack::DEFS,
         create: Stack::create,
         variadic: Some("num_args"),
     },
@@ -315,21 +194,7 @@ pub static OPS: &[OpDef] = &[
               axis must be divisible by num_outputs). With squeeze_axis=True the split axis, \
               which must then have size num_outputs, is removed from the outputs. Outputs are \
               named output0, output1, …; the gradient concatenates the outputs' gradients.",
-        params: &[
-            param("num_outputs", Int, None, "Number of parts to split into."),
-            param(
-                "axis",
-                Int,
-                Some("1"),
-                "The axis to split along (negative counts from the end).",
-            ),
-            param(
-                "squeeze_axis",
-                Bool,
-                Some("False"),
-                "Remove the split axis from the outputs (its size must equal num_outputs).",
-            ),
-        ],
+        params: join::SliceChannel::DEFS,
         create: SliceChannel::create,
         variadic: None,
     },
@@ -339,26 +204,7 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Takes elements begin … end-1 along one axis. Negative begin and end count from \
               the end of the axis; end=None means up to the end. The range must not be empty.",
-        params: &[
-            param(
-                "axis",
-                Int,
-                None,
-                "The axis to slice (negative counts from the end).",
-            ),
-            param(
-                "begin",
-                Int,
-                None,
-                "First index taken (negative counts from the end).",
-            ),
-            param(
-                "end",
-                OptInt,
-                None,
-                "One past the last index taken (negative counts from the end; None: the end).",
-            ),
-        ],
+        params: slice::SliceAxis::DEFS,
         create: SliceAxis::create,
         variadic: None,
     },
@@ -370,26 +216,7 @@ pub static OPS: &[OpDef] = &[
               x[b0:e0:s0, b1:e1:s1, …]. Entries may be None (the whole axis, reversed for a \
               negative step); negative values count from the end; out-of-range bounds are \
               clipped. Axes beyond the tuples are taken whole.",
-        params: &[
-            param(
-                "begin",
-                Str,
-                None,
-                "Tuple of start indices, entries int or None, e.g. \"(None, 1)\".",
-            ),
-            param(
-                "end",
-                Str,
-                None,
-                "Tuple of stop indices (exclusive), entries int or None; as long as begin.",
-            ),
-            param(
-                "step",
-                Str,
-                Some("()"),
-                "Tuple of steps, entries int or None (= 1); empty, or as long as begin.",
-            ),
-        ],
+        params: slice::SliceParams::DEFS,
         create: Slice::create,
         variadic: None,
     },
@@ -402,29 +229,7 @@ pub static OPS: &[OpDef] = &[
               values holding integers (the fraction is dropped). Unlike MXNet, which clips \
               silently, an index outside [0, input_dim) is an error. The weight gradient adds \
               up the head gradients of every occurrence of an index; the indices get no gradient.",
-        params: &[
-            param(
-                "input_dim",
-                Int,
-                None,
-                "Vocabulary size: indices lie in [0, input_dim).",
-            ),
-            param("output_dim", Int, None, "Size of each embedding vector."),
-            param(
-                "dtype",
-                Enum(&[
-                    "float32", "float64", "float16", "uint8", "int8", "int32", "int64",
-                ]),
-                Some("float32"),
-                "Data type of the weight and the output.",
-            ),
-            param(
-                "sparse_grad",
-                Bool,
-                Some("False"),
-                "Accepted for compatibility; the weight gradient is always dense here.",
-            ),
-        ],
+        params: embedding::EmbeddingParams::DEFS,
         create: Embedding::create,
         variadic: None,
     },

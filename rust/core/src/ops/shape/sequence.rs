@@ -19,6 +19,28 @@ pub(crate) enum SeqOp {
     Reverse,
 }
 
+crate::op_params! {
+    pub(crate) struct SequenceMaskParams {
+        use_sequence_length: Bool = "False", "Take the lengths from the sequence_length input.";
+        value: Float = "0", "The value of the masked steps.";
+        axis: Int = "0", "The time axis: 0 or 1.";
+    }
+}
+
+crate::op_params! {
+    pub(crate) struct SequenceLastParams {
+        use_sequence_length: Bool = "False", "Take the lengths from the sequence_length input.";
+        axis: Int = "0", "The time axis: 0 or 1.";
+    }
+}
+
+crate::op_params! {
+    pub(crate) struct SequenceReverseParams {
+        use_sequence_length: Bool = "False", "Take the lengths from the sequence_length input.";
+        axis: Int = "0", "The time axis: only 0, as MXNet.";
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Sequence {
     op: SeqOp,
@@ -29,20 +51,29 @@ pub(crate) struct Sequence {
 
 impl Sequence {
     pub(crate) fn create(p: &Params, op: SeqOp) -> Result<Arc<dyn Operator>> {
-        let axis = p.int("axis")?;
+        let (use_length, axis, value) = match op {
+            SeqOp::Mask => {
+                let q = SequenceMaskParams::from_params(p)?;
+                (q.use_sequence_length, q.axis, q.value as f32)
+            }
+            SeqOp::Last => {
+                let q = SequenceLastParams::from_params(p)?;
+                (q.use_sequence_length, q.axis, 0.0)
+            }
+            SeqOp::Reverse => {
+                let q = SequenceReverseParams::from_params(p)?;
+                (q.use_sequence_length, q.axis, 0.0)
+            }
+        };
         let allowed: &[i64] = if op == SeqOp::Reverse { &[0] } else { &[0, 1] };
         if !allowed.contains(&axis) {
             return Err(p.error("axis", &format!("one of {allowed:?}"), axis));
         }
         Ok(Arc::new(Sequence {
             op,
-            use_length: p.bool("use_sequence_length")?,
+            use_length,
             axis,
-            value: if op == SeqOp::Mask {
-                p.float("value")? as f32
-            } else {
-                0.0
-            },
+            value,
         }))
     }
 

@@ -14,20 +14,17 @@ use std::sync::Arc;
 // slice_axis and slice
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug)]
-pub(crate) struct SliceAxis {
-    axis: i64,
-    begin: i64,
-    end: Option<i64>,
+crate::op_params! {
+    pub(crate) struct SliceAxis {
+        axis: Int, "The axis to slice (negative counts from the end).";
+        begin: Int, "First index taken (negative counts from the end).";
+        end: OptInt, "One past the last index taken (negative counts from the end; None: the end).";
+    }
 }
 
 impl SliceAxis {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(SliceAxis {
-            axis: p.int("axis")?,
-            begin: p.int("begin")?,
-            end: p.opt_int("end")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// MXNet's `GetSliceAxisParams`: the axis and the (non-empty) range [begin, end).
@@ -142,6 +139,14 @@ pub fn parse_opt_tuple(s: &str) -> Option<Vec<Option<i64>>> {
         .collect()
 }
 
+crate::op_params! {
+    pub(crate) struct SliceParams {
+        begin: Str, "Tuple of start indices, entries int or None, e.g. \"(None, 1)\".";
+        end: Str, "Tuple of stop indices (exclusive), entries int or None; as long as begin.";
+        step: Str = "()", "Tuple of steps, entries int or None (= 1); empty, or as long as begin.";
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Slice {
     begin: Vec<Option<i64>>,
@@ -151,9 +156,9 @@ pub(crate) struct Slice {
 
 impl Slice {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        let get = |name: &str| -> Result<Vec<Option<i64>>> {
-            let text = p.str(name)?;
-            parse_opt_tuple(&text).ok_or_else(|| {
+        let q = SliceParams::from_params(p)?;
+        let get = |name: &str, text: &str| -> Result<Vec<Option<i64>>> {
+            parse_opt_tuple(text).ok_or_else(|| {
                 p.error(
                     name,
                     "a tuple of ints or None, e.g. (None, 1)",
@@ -161,7 +166,11 @@ impl Slice {
                 )
             })
         };
-        let (begin, end, step) = (get("begin")?, get("end")?, get("step")?);
+        let (begin, end, step) = (
+            get("begin", &q.begin)?,
+            get("end", &q.end)?,
+            get("step", &q.step)?,
+        );
         if end.len() != begin.len() {
             return Err(p.error(
                 "end",

@@ -25,6 +25,29 @@ enum ViewKind {
     Squeeze(Option<Vec<i64>>),
 }
 
+crate::op_params! {
+    pub(crate) struct ReshapeParams {
+        shape: Shape = "()", "The target shape, possibly with the special codes 0, -1, -2, -3, -4.";
+        reverse: Bool = "False", "Apply the special codes from right to left.";
+        target_shape: Shape = "()",
+            "(Deprecated) target shape used when `shape` is empty; a single 0 is inferred.";
+        keep_highest: Bool = "False",
+            "(Deprecated, with target_shape) keep the first dimension of the input.";
+    }
+}
+
+crate::op_params! {
+    pub(crate) struct ExpandDimsParams {
+        axis: Int, "Position of the new axis, in [-ndim-1, ndim].";
+    }
+}
+
+crate::op_params! {
+    pub(crate) struct SqueezeParams {
+        axis: OptShape = "None", "Axes to remove (None: every axis of size 1).";
+    }
+}
+
 /// An op whose output is the input with another shape; backward reshapes the gradient back.
 #[derive(Debug)]
 pub(crate) struct View {
@@ -34,7 +57,8 @@ pub(crate) struct View {
 
 impl View {
     pub(crate) fn create_reshape(p: &Params) -> Result<Arc<dyn Operator>> {
-        let shape = p.shape("shape")?;
+        let q = ReshapeParams::from_params(p)?;
+        let shape = q.shape;
         if let Some(bad) = shape.iter().find(|&&d| d < -4) {
             return Err(p.error(
                 "shape",
@@ -42,7 +66,7 @@ impl View {
                 format!("{} in {}", bad, tup(&shape)),
             ));
         }
-        let target_shape = p.shape("target_shape")?;
+        let target_shape = q.target_shape;
         if let Some(bad) = target_shape.iter().find(|&&d| d < 0) {
             return Err(p.error(
                 "target_shape",
@@ -57,9 +81,9 @@ impl View {
             op: "Reshape",
             kind: ViewKind::Reshape {
                 shape,
-                reverse: p.bool("reverse")?,
+                reverse: q.reverse,
                 target_shape,
-                keep_highest: p.bool("keep_highest")?,
+                keep_highest: q.keep_highest,
             },
         }))
     }
@@ -74,14 +98,14 @@ impl View {
     pub(crate) fn create_expand_dims(p: &Params) -> Result<Arc<dyn Operator>> {
         Ok(Arc::new(View {
             op: "expand_dims",
-            kind: ViewKind::ExpandDims(p.int("axis")?),
+            kind: ViewKind::ExpandDims(ExpandDimsParams::from_params(p)?.axis),
         }))
     }
 
     pub(crate) fn create_squeeze(p: &Params) -> Result<Arc<dyn Operator>> {
         Ok(Arc::new(View {
             op: "squeeze",
-            kind: ViewKind::Squeeze(p.opt_shape("axis")?),
+            kind: ViewKind::Squeeze(SqueezeParams::from_params(p)?.axis),
         }))
     }
 
@@ -390,16 +414,16 @@ pub(crate) fn isizes(s: &[usize]) -> Vec<isize> {
 // transpose
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Debug)]
-pub(crate) struct Transpose {
-    axes: Vec<i64>,
+crate::op_params! {
+    pub(crate) struct Transpose {
+        axes: Shape = "()",
+            "The permutation (negative values count from the end); empty reverses the axes.";
+    }
 }
 
 impl Transpose {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Transpose {
-            axes: p.shape("axes")?,
-        }))
+        Ok(Arc::new(Self::from_params(p)?))
     }
 
     /// The permutation for an input of `ndim` axes.
