@@ -13,6 +13,7 @@ from . import context, ndarray, random, symbol
 from . import executor, initializer, io, lr_scheduler, metric, optimizer, visualization
 from . import callback, kvstore, module, monitor
 from . import curried  # built from module: import it after
+from . import onnx  # mx.onnx.export_model; the onnx package itself is needed only when called
 from ._errors import MXFNError
 from .context import Context, cpu, current_context, gpu
 
@@ -32,4 +33,4 @@ except _metadata.PackageNotFoundError:
 __all__ = ["MXFNError", "Context", "cpu", "gpu", "current_context", "context", "nd", "ndarray",
            "random", "sym", "symbol", "executor", "visualization", "io", "optimizer",
            "lr_scheduler", "initializer", "init", "eval_metric", "metric", "module", "callback",
-           "kvstore", "monitor", "curried"]
+           "kvstore", "monitor", "curried", "onnx"]
