@@ -1,6 +1,7 @@
 //! `SwapAxis` (`swapaxes`) and `broadcast_like`: operators that move values between axes or
 //! repeat them along axes. Both only move values, so they work in every dtype.
 
+use super::view::{AxisOrder, Permute};
 use super::{bad_param, norm_axis, tup};
 use crate::error::{Error, Result};
 use crate::kernels::reduce;
@@ -23,58 +24,20 @@ crate::op_params! {
 
 impl SwapAxis {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Self::from_params(p)?))
-    }
-
-    /// The permutation swapping the two axes of an `ndim`-axis input (its own inverse).
-    fn perm(&self, node: &str, ndim: usize) -> Result<Vec<usize>> {
-        let a = norm_axis("SwapAxis", node, "dim1", self.dim1, ndim)?;
-        let b = norm_axis("SwapAxis", node, "dim2", self.dim2, ndim)?;
-        let mut perm: Vec<usize> = (0..ndim).collect();
-        perm.swap(a, b);
-        Ok(perm)
+        Ok(Arc::new(Permute(Self::from_params(p)?)))
     }
 }
 
-impl Operator for SwapAxis {
-    fn dtype_generic(&self) -> bool {
-        true
-    }
-    fn arguments(&self) -> Vec<String> {
-        vec!["data".into()]
-    }
+impl AxisOrder for SwapAxis {
+    const OP: &'static str = "SwapAxis";
 
-    fn infer_shape(
-        &self,
-        node: &str,
-        inputs: &mut [MaybeShape],
-        _aux: &mut [MaybeShape],
-    ) -> Result<Vec<Vec<usize>>> {
-        let d = known("SwapAxis", node, &["data"], inputs, 0)?;
-        let perm = self.perm(node, d.len())?;
-        Ok(vec![perm.iter().map(|&a| d[a]).collect()])
-    }
-
-    fn forward(
-        &self,
-        ctx: &OpCtx,
-        inputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<NDArray>> {
-        let perm = self.perm(ctx.node, inputs[0].ndim())?;
-        Ok(vec![inputs[0].transpose(Some(&perm))?])
-    }
-
-    fn backward(
-        &self,
-        ctx: &OpCtx,
-        out_grads: &[NDArray],
-        inputs: &[NDArray],
-        _outputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<Option<NDArray>>> {
-        let perm = self.perm(ctx.node, inputs[0].ndim())?;
-        Ok(vec![Some(out_grads[0].transpose(Some(&perm))?)])
+    /// The two axes swapped (a permutation that is its own inverse).
+    fn perm(&self, node: &str, ndim: usize) -> Result<Vec<usize>> {
+        let a = norm_axis(Self::OP, node, "dim1", self.dim1, ndim)?;
+        let b = norm_axis(Self::OP, node, "dim2", self.dim2, ndim)?;
+        let mut perm: Vec<usize> = (0..ndim).collect();
+        perm.swap(a, b);
+        Ok(perm)
     }
 }
 

@@ -423,10 +423,13 @@ crate::op_params! {
 
 impl Transpose {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Self::from_params(p)?))
+        Ok(Arc::new(Permute(Self::from_params(p)?)))
     }
+}
 
-    /// The permutation for an input of `ndim` axes.
+impl AxisOrder for Transpose {
+    const OP: &'static str = "transpose";
+
     fn perm(&self, node: &str, ndim: usize) -> Result<Vec<usize>> {
         if self.axes.is_empty() {
             return Ok((0..ndim).rev().collect());
@@ -456,7 +459,20 @@ impl Transpose {
     }
 }
 
-impl Operator for Transpose {
+/// How an operator that only reorders axes orders them, for an input of `ndim` axes.
+pub(crate) trait AxisOrder: std::fmt::Debug + Send + Sync + 'static {
+    /// The operator's MXNet name, for errors.
+    const OP: &'static str;
+    /// `perm[i]`: the input axis that becomes output axis `i`.
+    fn perm(&self, node: &str, ndim: usize) -> Result<Vec<usize>>;
+}
+
+/// An operator that reorders the axes of its input (`transpose`, `SwapAxis`): the output is a
+/// view in the new order; backward applies the inverse order to the gradient.
+#[derive(Debug)]
+pub(crate) struct Permute<A>(pub(crate) A);
+
+impl<A: AxisOrder> Operator for Permute<A> {
     fn dtype_generic(&self) -> bool {
         true
     }
@@ -470,8 +486,8 @@ impl Operator for Transpose {
         inputs: &mut [MaybeShape],
         _aux: &mut [MaybeShape],
     ) -> Result<Vec<Vec<usize>>> {
-        let d = known("transpose", node, &["data"], inputs, 0)?;
-        let perm = self.perm(node, d.len())?;
+        let d = known(A::OP, node, &["data"], inputs, 0)?;
+        let perm = self.0.perm(node, d.len())?;
         Ok(vec![perm.iter().map(|&a| d[a]).collect()])
     }
 
@@ -481,7 +497,7 @@ impl Operator for Transpose {
         inputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
-        let perm = self.perm(ctx.node, inputs[0].ndim())?;
+        let perm = self.0.perm(ctx.node, inputs[0].ndim())?;
         Ok(vec![inputs[0].transpose(Some(&perm))?])
     }
 
@@ -493,7 +509,7 @@ impl Operator for Transpose {
         _outputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<Option<NDArray>>> {
-        let perm = self.perm(ctx.node, inputs[0].ndim())?;
+        let perm = self.0.perm(ctx.node, inputs[0].ndim())?;
         let mut inv = vec![0; perm.len()];
         for (i, &p) in perm.iter().enumerate() {
             inv[p] = i;
