@@ -6,6 +6,7 @@
     30.0
 """
 
+import logging as _logging
 from importlib import metadata as _metadata
 
 from . import _native
@@ -13,9 +14,14 @@ from . import context, ndarray, random, symbol
 from . import executor, initializer, io, lr_scheduler, metric, optimizer, visualization
 from . import callback, kvstore, module, monitor
 from . import curried  # built from module: import it after
+from . import rnn  # mx.rnn: cells as values, unroll, pack/unpack, encode_sentences
 from . import onnx  # mx.onnx.export_model; the onnx package itself is needed only when called
 from ._errors import MXFNError
 from .context import Context, cpu, current_context, gpu
+
+# A library's logger gets only a NullHandler: the application decides whether the training
+# log is shown (README, "The training log"), and Python's last-resort handler stays quiet.
+_logging.getLogger("mxfn").addHandler(_logging.NullHandler())
 
 # The SPEC's namespace names and MXNet's aliases for them.
 nd = ndarray
@@ -33,4 +39,4 @@ except _metadata.PackageNotFoundError:
 __all__ = ["MXFNError", "Context", "cpu", "gpu", "current_context", "context", "nd", "ndarray",
            "random", "sym", "symbol", "executor", "visualization", "io", "optimizer",
            "lr_scheduler", "initializer", "init", "eval_metric", "metric", "module", "callback",
-           "kvstore", "monitor", "curried", "onnx"]
+           "kvstore", "monitor", "curried", "rnn", "onnx"]
