@@ -230,7 +230,9 @@ impl Executor {
                 grads[i] = Some(NDArray::zeros(args[i].shape(), args[i].dtype()));
             }
         }
-        let (steps, heads) = compile(symbol, &arg_names, &aux_names);
+        // Creation nodes of unknown (0) sizes run with the sizes inferred for these inputs.
+        let resolved = symbol.with_inferred_creation_shapes(&known)?;
+        let (steps, heads) = compile(resolved.as_ref().unwrap_or(symbol), &arg_names, &aux_names);
         let last_use = last_uses(&steps, &heads);
         let fuse_into = fusions(&steps, &heads);
         Ok(Executor {

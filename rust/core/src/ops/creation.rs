@@ -15,7 +15,7 @@ const DTYPES: &[&str] = &[
 crate::op_params! {
     /// `_zeros` and `_ones`.
     struct FillParams {
-        shape: Shape = "()", "The output shape (every size known: mxfn does not infer a 0 here).";
+        shape: Shape = "()", "The output shape; a 0 size is inferred from the nodes that use it (in a graph).";
         ctx: Str = "", "Ignored (MXNet's device string).";
         dtype: Enum(DTYPES) = "float32", "The element type.";
     }
@@ -24,7 +24,7 @@ crate::op_params! {
 crate::op_params! {
     /// `_full`: a fill with its value.
     struct FullParams {
-        shape: Shape = "()", "The output shape (every size known: mxfn does not infer a 0 here).";
+        shape: Shape = "()", "The output shape; a 0 size is inferred from the nodes that use it (in a graph).";
         ctx: Str = "", "Ignored (MXNet's device string).";
         dtype: Enum(DTYPES) = "float32", "The element type.";
         value: Float, "The value of every element.";
@@ -52,10 +52,10 @@ fn create(p: &Params, value: Option<f64>) -> Result<Arc<dyn Operator>> {
     };
     let mut dims = Vec::with_capacity(shape.len());
     for &d in &shape {
-        if d <= 0 {
+        if d < 0 {
             return Err(p.error(
                 "shape",
-                "positive sizes (mxfn does not infer a 0 or -1 size of a creation op)",
+                "sizes >= 0 (0: inferred from the nodes that use it, as in MXNet)",
                 crate::error::tuple_text(&format!("{shape:?}")),
             ));
         }
@@ -77,6 +77,9 @@ fn create(p: &Params, value: Option<f64>) -> Result<Arc<dyn Operator>> {
 impl Operator for Fill {
     fn dtype_generic(&self) -> bool {
         true
+    }
+    fn partial_output_shape(&self) -> Option<Vec<usize>> {
+        self.shape.contains(&0).then(|| self.shape.clone())
     }
     fn arguments(&self) -> Vec<String> {
         Vec::new()

@@ -117,6 +117,13 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn is_loss(&self) -> bool {
         false
     }
+    /// For an op without inputs whose shape has unknown (0) sizes (MXNet's
+    /// `_zeros(shape=(0, 200))` begin states): that partial shape. Graph shape inference then
+    /// takes the full shape from the nodes that use it, and binding makes the node again with
+    /// it (`Symbol::with_inferred_creation_shapes`).
+    fn partial_output_shape(&self) -> Option<Vec<usize>> {
+        None
+    }
     /// True for ops that compute in every dtype themselves (reshapes, slices, copies). The
     /// others compute in float32 and the registry wraps them in [`Float32Compute`].
     fn dtype_generic(&self) -> bool {
@@ -206,6 +213,9 @@ impl Operator for Float32Compute {
     }
     fn is_loss(&self) -> bool {
         self.0.is_loss()
+    }
+    fn partial_output_shape(&self) -> Option<Vec<usize>> {
+        self.0.partial_output_shape()
     }
     fn in_place_unary(&self) -> Option<UnaryFn> {
         self.0.in_place_unary()

@@ -1,11 +1,14 @@
 //! Symbols: MXNet-compatible computation graphs — variables, operator nodes, composition with
 //! MXNet's automatic names, listing, shape / type inference, and the JSON format (`json`).
 
+mod infer;
 pub mod json;
+
+pub use infer::InferredShapes;
 
 use crate::error::{Error, Result};
 use crate::ops::{self, OpDef, Operator};
-use crate::tensor::DType;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -192,9 +195,6 @@ pub fn with_fresh_names<T>(f: impl FnOnce() -> T) -> T {
     let _exit = Exit;
     f()
 }
-
-/// Shapes from `infer_shape`: (arguments, outputs, auxiliary states), each in list order.
-pub type InferredShapes = (Vec<Vec<usize>>, Vec<Vec<usize>>, Vec<Vec<usize>>);
 
 impl Symbol {
     /// A variable named `name`.
@@ -520,200 +520,6 @@ impl Symbol {
             .map(|n| (n.name.clone(), n.attrs.clone()))
             .collect()
     }
-
-    /// Infers argument, output and auxiliary shapes from the known ones (by variable name).
-    /// Variables' `__shape__` attributes count as known (a 0 dimension means unknown). An
-    /// argument that stays unknown is an error naming it and the node that needs it.
-    pub fn infer_shape(&self, known: &HashMap<String, Vec<usize>>) -> Result<InferredShapes> {
-        let nodes = self.topo_nodes();
-        let index: HashMap<usize, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (Arc::as_ptr(n) as usize, i))
-            .collect();
-        let mut shapes: Vec<Vec<Option<Vec<usize>>>> =
-            nodes.iter().map(|n| vec![None; n.num_outputs()]).collect();
-        for (i, n) in nodes.iter().enumerate() {
-            if n.is_variable() {
-                if let Some(s) = known.get(&n.name) {
-                    shapes[i][0] = Some(s.clone());
-                } else if let Some(s) = n
-                    .attrs
-                    .get("__shape__")
-                    .and_then(|t| ops::params::parse_shape(t))
-                {
-                    if s.iter().all(|&d| d > 0) {
-                        shapes[i][0] = Some(s.iter().map(|&d| d as usize).collect());
-                    }
-                }
-            }
-        }
-        // Two sweeps: the second lets shapes that ops filled in (weights, labels) flow on.
-        for sweep in 0..2 {
-            for (i, n) in nodes.iter().enumerate() {
-                let Some(inst) = &n.inst else { continue };
-                let na = n.num_arguments();
-                let mut ins: Vec<Option<Vec<usize>>> = n.inputs[..na]
-                    .iter()
-                    .map(|e| shapes[index[&(Arc::as_ptr(&e.node) as usize)]][e.index].clone())
-                    .collect();
-                let mut aux: Vec<Option<Vec<usize>>> = n.inputs[na..]
-                    .iter()
-                    .map(|e| shapes[index[&(Arc::as_ptr(&e.node) as usize)]][e.index].clone())
-                    .collect();
-                match inst.infer_shape(&n.name, &mut ins, &mut aux) {
-                    Ok(outs) => {
-                        for (e, s) in n.inputs.iter().zip(ins.into_iter().chain(aux)) {
-                            let j = index[&(Arc::as_ptr(&e.node) as usize)];
-                            if let Some(s) = s {
-                                match &shapes[j][e.index] {
-                                    Some(old) if *old != s => {
-                                        return Err(Error::shape(
-                                            n.op_name(),
-                                            format!(
-                                                "node \"{}\": input \"{}\"",
-                                                n.name,
-                                                e.node.output_name(e.index)
-                                            ),
-                                            s,
-                                            old,
-                                        ));
-                                    }
-                                    _ => shapes[j][e.index] = Some(s),
-                                }
-                            }
-                        }
-                        for (k, s) in outs.into_iter().enumerate() {
-                            if k < shapes[i].len() {
-                                shapes[i][k] = Some(s);
-                            }
-                        }
-                    }
-                    Err(e) if sweep == 0 && is_unknown_input(&e) => continue,
-                    Err(e) => {
-                        // Name the variables behind the op's argument names, so the user
-                        // sees "weight = fc_weight" next to the op's own wording.
-                        let names: Vec<String> = inst
-                            .arguments()
-                            .into_iter()
-                            .chain(inst.aux_states())
-                            .collect();
-                        let feeds: Vec<String> = names
-                            .iter()
-                            .zip(&n.inputs)
-                            .map(|(a, e)| format!("{a} = {}", e.node.output_name(e.index)))
-                            .collect();
-                        return Err(Error::Context {
-                            context: format!("infer_shape ({})", feeds.join(", ")),
-                            source: Box::new(e),
-                        });
-                    }
-                }
-            }
-        }
-        let aux_set = self.aux_variable_ptrs(&nodes);
-        let mut args = Vec::new();
-        let mut auxs = Vec::new();
-        for (i, n) in nodes.iter().enumerate() {
-            if !n.is_variable() {
-                continue;
-            }
-            let s = shapes[i][0].clone().ok_or_else(|| {
-                Error::invalid(
-                    format!("infer_shape: argument \"{}\"", n.name),
-                    "a shape (give it, or an input it can be inferred from)",
-                    "no shape",
-                )
-            })?;
-            if aux_set.contains(&(Arc::as_ptr(n) as usize)) {
-                auxs.push(s)
-            } else {
-                args.push(s)
-            }
-        }
-        let mut outs = Vec::new();
-        for h in &self.heads {
-            let j = index[&(Arc::as_ptr(&h.node) as usize)];
-            outs.push(shapes[j][h.index].clone().ok_or_else(|| {
-                Error::invalid(
-                    format!("infer_shape: output \"{}\"", h.node.output_name(h.index)),
-                    "a shape",
-                    "no shape",
-                )
-            })?);
-        }
-        Ok((args, outs, auxs))
-    }
-
-    /// Infers argument, output and auxiliary dtypes (float32 where nothing says otherwise).
-    pub fn infer_type(
-        &self,
-        known: &HashMap<String, DType>,
-    ) -> Result<(Vec<DType>, Vec<DType>, Vec<DType>)> {
-        let nodes = self.topo_nodes();
-        let index: HashMap<usize, usize> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (Arc::as_ptr(n) as usize, i))
-            .collect();
-        let mut types: Vec<Vec<Option<DType>>> =
-            nodes.iter().map(|n| vec![None; n.num_outputs()]).collect();
-        for (i, n) in nodes.iter().enumerate() {
-            if n.is_variable() {
-                types[i][0] = known.get(&n.name).copied().or_else(|| {
-                    n.attrs
-                        .get("__dtype__")
-                        .and_then(|f| f.parse::<i32>().ok())
-                        .and_then(DType::from_mxnet_flag)
-                });
-            }
-        }
-        for (i, n) in nodes.iter().enumerate() {
-            let Some(inst) = &n.inst else { continue };
-            let na = n.num_arguments();
-            let get = |e: &Entry| types[index[&(Arc::as_ptr(&e.node) as usize)]][e.index];
-            let mut ins: Vec<Option<DType>> = n.inputs[..na].iter().map(get).collect();
-            let mut aux: Vec<Option<DType>> = n.inputs[na..].iter().map(get).collect();
-            let outs = inst.infer_type(&mut ins, &mut aux)?;
-            for (e, t) in n.inputs.iter().zip(ins.into_iter().chain(aux)) {
-                let j = index[&(Arc::as_ptr(&e.node) as usize)];
-                if types[j][e.index].is_none() {
-                    types[j][e.index] = t;
-                }
-            }
-            for (k, t) in outs.into_iter().enumerate() {
-                if k < types[i].len() {
-                    types[i][k] = Some(t);
-                }
-            }
-        }
-        let aux_set = self.aux_variable_ptrs(&nodes);
-        let (mut args, mut auxs) = (Vec::new(), Vec::new());
-        for (i, n) in nodes.iter().enumerate() {
-            if n.is_variable() {
-                let t = types[i][0].unwrap_or(DType::Float32);
-                if aux_set.contains(&(Arc::as_ptr(n) as usize)) {
-                    auxs.push(t)
-                } else {
-                    args.push(t)
-                }
-            }
-        }
-        let outs = self
-            .heads
-            .iter()
-            .map(|h| {
-                types[index[&(Arc::as_ptr(&h.node) as usize)]][h.index].unwrap_or(DType::Float32)
-            })
-            .collect();
-        Ok((args, outs, auxs))
-    }
-}
-
-/// True for the error an op's `infer_shape` gives when an input it needs is still unknown
-/// (retried after other nodes have filled shapes in).
-fn is_unknown_input(e: &Error) -> bool {
-    matches!(e.root(), Error::Invalid { got, .. } if got == ops::UNKNOWN_SHAPE)
 }
 
 /// The `__init__` attribute MXNet gives BatchNorm-style auxiliary states.
