@@ -205,6 +205,7 @@ CASES = {
     "slice": (S.slice(x3, begin=(None, 1), end=(None, None), step=(-1, 2)), {"x": _r(3, 5, 2)}),
     "slice_axis": (S.slice_axis(x3, axis=1, begin=-3, end=None) + S.slice_axis(x3, axis=1, begin=0, end=3),
                    {"x": _r(2, 5, 4)}),
+    "reverse": (S.reverse(x3, axis=(0, 2)) + S.flip(x3, axis=1), {"x": _r(2, 3, 4)}),
     "broadcast_like": (S.broadcast_like(V("a"), x3), {"a": _r(1, 3, 1), "x": _r(2, 3, 4)}),
     "broadcast_like_axes": (S.broadcast_like(V("a"), V("b"), lhs_axes=(0, 2), rhs_axes=(0, 1)),
                             {"a": _r(1, 3, 1), "b": _r(2, 4)}),

@@ -58,6 +58,9 @@ def cases():
                {"data": rand((2, 3, 4), 1)})
     yield case("SwapAxis-1-neg1", "SwapAxis", mx.sym.SwapAxis(d, dim1=1, dim2=-1, name="sw"),
                {"data": rand((2, 3, 4, 5), 2)})
+    yield case("reverse-0", "reverse", mx.sym.reverse(d, axis=0, name="rv"), {"data": rand((3, 4), 30)})
+    yield case("reverse-1-2", "reverse", mx.sym.reverse(d, axis=(1, 2), name="rv"),
+               {"data": rand((2, 3, 4), 31)})
     yield case("SwapAxis-default", "SwapAxis", mx.sym.SwapAxis(d, name="sw"), {"data": rand((3, 2), 3)})
     lhs, rhs = mx.sym.var("lhs"), mx.sym.var("rhs")
     yield case("broadcast_like-all", "broadcast_like", mx.sym.broadcast_like(lhs, rhs, name="bl"),

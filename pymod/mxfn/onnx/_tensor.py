@@ -290,6 +290,16 @@ def slice_(g: Graph, node: Node) -> Outputs:
                           g.ints(range(len(starts)), "axes"), g.ints(steps, "steps")], g.out(node))
 
 
+@converts("reverse")
+def reverse(g: Graph, node: Node) -> Outputs:
+    """Slice walking each reversed axis backwards (start -1, step -1, to before index 0)."""
+    nd = g.ndim(node)
+    axes = sorted({int(a) % nd for a in _tuple(node.get("axis"))})
+    return g.op("Slice", [g.x(node), g.ints([-1] * len(axes), "starts"),
+                          g.ints([-(2 ** 63)] * len(axes), "ends"), g.ints(axes, "axes"),
+                          g.ints([-1] * len(axes), "steps")], g.out(node))
+
+
 @converts("slice_axis")
 def slice_axis(g: Graph, node: Node) -> Outputs:
     """Slice of one axis from ``begin`` to ``end`` (None: the end)."""

@@ -528,6 +528,24 @@ fn shape_ops_keep_integer_dtypes() {
 }
 
 #[test]
+fn reverse_gradients_and_values() {
+    check(
+        "reverse",
+        &[
+            (&[("axis", "(0,)")], &[&[3, 4]]),
+            (&[("axis", "(1, -1)")], &[&[2, 3, 4]]),
+            (&[("axis", "(1,)")], &[&[2, 0]]),
+        ],
+    );
+    let x = NDArray::from_f32(&[2, 2], vec![1.0, 2.0, 3.0, 4.0]).unwrap();
+    let r = forward("flip", &[("axis", "1")], vec![x.clone()]).unwrap();
+    assert_eq!(r[0].to_f64_vec(), vec![2.0, 1.0, 4.0, 3.0]);
+    let r = forward("reverse", &[("axis", "(0, 1)")], vec![x]).unwrap();
+    assert_eq!(r[0].to_f64_vec(), vec![4.0, 3.0, 2.0, 1.0]);
+    assert!(out_shapes("reverse", &[("axis", "(2,)")], &[&[2, 3]]).is_err());
+}
+
+#[test]
 fn swap_axis_and_broadcast_like_gradients() {
     check(
         "SwapAxis",

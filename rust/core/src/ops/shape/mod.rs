@@ -1,7 +1,7 @@
 //! Shape and indexing operators: MXNet `Reshape`, `Flatten`, `transpose`, `expand_dims`,
 //! `squeeze`, `Concat`, `stack`, `SliceChannel` (`split`), `slice_axis`, `slice`, `Embedding`,
 //! `SwapAxis`, `broadcast_like`, `take`, `pick`, `SequenceMask`, `SequenceLast`,
-//! `SequenceReverse`.
+//! `SequenceReverse`, `reverse` (`flip`).
 //!
 //! Everything but `Embedding` only moves values, so it works for every dtype: reshapes share
 //! the input's storage, the rest copy contiguous blocks (`kernels::copy`) in parallel
@@ -23,7 +23,7 @@ use gather::{Pick, Take};
 use join::{Concat, SliceChannel, Stack};
 use sequence::{SeqOp, Sequence};
 pub use slice::parse_opt_tuple;
-use slice::{Slice, SliceAxis};
+use slice::{Reverse, Slice, SliceAxis};
 use view::{Transpose, View};
 
 // ---------------------------------------------------------------------------------------------
@@ -218,6 +218,16 @@ pub static OPS: &[OpDef] = &[
               clipped. Axes beyond the tuples are taken whole.",
         params: slice::SliceParams::DEFS,
         create: Slice::create,
+        variadic: None,
+    },
+    OpDef {
+        name: "reverse",
+        aliases: &["flip"],
+        py_name: None,
+        doc: "Reverses the order of the elements along the given axes; the gradient is \
+              reversed back. Example: [[1, 2], [3, 4]] with axis=1 gives [[2, 1], [4, 3]].",
+        params: slice::Reverse::DEFS,
+        create: Reverse::create,
         variadic: None,
     },
     OpDef {

@@ -1,4 +1,4 @@
-//! `slice_axis` and `slice`.
+//! `slice_axis`, `slice` and `reverse`: strided regions of the input.
 
 use super::{bad_param, norm_axis};
 use crate::error::Result;
@@ -304,6 +304,99 @@ impl Operator for Slice {
         let g = &out_grads[0];
         let dx = with_dtype!(g.dtype(), T => {
             let gs = g.values::<T>("slice: output gradient")?;
+            NDArray::from_vec::<T>(x.shape(), strided_scatter(gs, x.shape(), &r))?
+        });
+        Ok(vec![Some(dx)])
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// reverse
+// ---------------------------------------------------------------------------------------------
+
+crate::op_params! {
+    pub(crate) struct Reverse {
+        axis: Shape, "The axes to reverse (negative values count from the end; MXNet 1.9.1 refuses them).";
+    }
+}
+
+impl Reverse {
+    pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
+        Ok(Arc::new(Self::from_params(p)?))
+    }
+
+    /// Every axis whole, walked backwards on the reversed ones.
+    fn plan(&self, node: &str, d: &[usize]) -> Result<Vec<AxisRange>> {
+        let mut reversed = vec![false; d.len()];
+        for &a in &self.axis {
+            reversed[norm_axis("reverse", node, "axis", a, d.len())?] = true;
+        }
+        Ok(d.iter()
+            .zip(reversed)
+            .map(|(&n, rev)| match rev {
+                true if n > 0 => AxisRange {
+                    start: n - 1,
+                    count: n,
+                    step: -1,
+                },
+                _ => AxisRange {
+                    start: 0,
+                    count: n,
+                    step: 1,
+                },
+            })
+            .collect())
+    }
+}
+
+impl Operator for Reverse {
+    fn dtype_generic(&self) -> bool {
+        true
+    }
+    fn arguments(&self) -> Vec<String> {
+        vec!["data".into()]
+    }
+
+    fn infer_shape(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        _aux: &mut [MaybeShape],
+    ) -> Result<Vec<Vec<usize>>> {
+        let d = known("reverse", node, &["data"], inputs, 0)?;
+        self.plan(node, d)?;
+        Ok(vec![d.to_vec()])
+    }
+
+    fn forward(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        let x = &inputs[0];
+        let r = self.plan(ctx.node, x.shape())?;
+        let out = with_dtype!(x.dtype(), T => {
+            let xs = x.values::<T>("reverse: data")?;
+            NDArray::from_vec::<T>(x.shape(), strided_gather(xs, x.shape(), &r))?
+        });
+        Ok(vec![out])
+    }
+
+    /// The gradient reversed back along the same axes.
+    fn backward(
+        &self,
+        ctx: &OpCtx,
+        out_grads: &[NDArray],
+        inputs: &[NDArray],
+        _outputs: &[NDArray],
+        _aux: &mut [NDArray],
+    ) -> Result<Vec<Option<NDArray>>> {
+        let x = &inputs[0];
+        let r = self.plan(ctx.node, x.shape())?;
+        let g = &out_grads[0];
+        let dx = with_dtype!(g.dtype(), T => {
+            let gs = g.values::<T>("reverse: output gradient")?;
             NDArray::from_vec::<T>(x.shape(), strided_scatter(gs, x.shape(), &r))?
         });
         Ok(vec![Some(dx)])
