@@ -1,7 +1,7 @@
 //! Shape and indexing operators: MXNet `Reshape`, `Flatten`, `transpose`, `expand_dims`,
-//! `squeeze`, `Concat`, `stack`, `SliceChannel` (`split`), `slice_axis`, `slice`, `Embedding`,
-//! `SwapAxis`, `broadcast_like`, `take`, `pick`, `SequenceMask`, `SequenceLast`,
-//! `SequenceReverse`.
+//! `squeeze`, `Concat`, `_rnn_param_concat`, `stack`, `SliceChannel` (`split`), `slice_axis`,
+//! `slice`, `Embedding`, `SwapAxis`, `broadcast_like`, `take`, `pick`, `SequenceMask`,
+//! `SequenceLast`, `SequenceReverse`.
 //!
 //! Everything but `Embedding` only moves values, so it works for every dtype: reshapes share
 //! the input's storage, the rest copy contiguous blocks (`kernels::copy`) in parallel
@@ -267,6 +267,30 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Joins the inputs along axis `dim`; all other dimensions must agree. The inputs \
               are named arg0, arg1, …; the gradient is split back into the inputs' parts.",
+        params: &[
+            param(
+                "num_args",
+                Int,
+                None,
+                "Number of inputs (set automatically from the inputs given).",
+            ),
+            param(
+                "dim",
+                Int,
+                Some("1"),
+                "The axis to join along (negative counts from the end).",
+            ),
+        ],
+        create: Concat::create,
+        variadic: Some("num_args"),
+    },
+    OpDef {
+        name: "_rnn_param_concat",
+        aliases: &["_npi_rnn_param_concat"],
+        py_name: None,
+        doc: "Concat as Gluon's recurrent layers use it to join their flattened weights and \
+              biases into the RNN operator's `parameters` vector (`dim=0`): the inputs joined \
+              along `dim`, the gradient split back into their parts.",
         params: &[
             param(
                 "num_args",
