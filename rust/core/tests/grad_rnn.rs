@@ -381,3 +381,56 @@ fn errors_name_the_parameter_expected_and_actual() {
     let e = inst.forward(&ctx, &ins, &mut []).unwrap_err().to_string();
     assert!(e.contains("sequence_length") && e.contains("(2,)"), "{e}");
 }
+
+/// Not a check: prints the time of a forward + backward of the language-model layer of
+/// issue #13 (2-layer LSTM, 200 units, batch 32, 35 steps). Run with
+/// `cargo test --release --test grad_rnn -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn lstm_lm_layer_timing() {
+    let attrs = [
+        ("mode", "lstm"),
+        ("state_size", "200"),
+        ("num_layers", "2"),
+        ("state_outputs", "True"),
+    ];
+    let inputs: Vec<NDArray> = rnn_inputs(&attrs, [35, 32, 200], None)
+        .iter()
+        .map(|a| a.astype(DType::Float32).mul_scalar(0.1).unwrap())
+        .collect();
+    let inst = lookup("RNN")
+        .unwrap()
+        .instantiate("r", &attr_map(&attrs))
+        .unwrap();
+    let ctx = OpCtx {
+        is_train: true,
+        node: "r",
+        need_grad: &[],
+    };
+    let pass = || {
+        let t0 = std::time::Instant::now();
+        let outs = inst.forward(&ctx, &inputs, &mut []).unwrap();
+        let t1 = std::time::Instant::now();
+        let heads: Vec<NDArray> = outs
+            .iter()
+            .map(|o| NDArray::ones(o.shape(), o.dtype()))
+            .collect();
+        inst.backward(&ctx, &heads, &inputs, &outs, &mut [])
+            .unwrap();
+        (t1 - t0, t1.elapsed())
+    };
+    pass();
+    let runs = 20;
+    let (mut f, mut b) = (0.0, 0.0);
+    for _ in 0..runs {
+        let (tf, tb) = pass();
+        f += tf.as_secs_f64();
+        b += tb.as_secs_f64();
+    }
+    println!(
+        "2-layer LSTM, T=35 N=32 C=H=200: forward {:.2} ms, backward {:.2} ms ({} threads)",
+        1e3 * f / runs as f64,
+        1e3 * b / runs as f64,
+        rayon::current_num_threads()
+    );
+}

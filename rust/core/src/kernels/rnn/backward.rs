@@ -337,7 +337,7 @@ fn lstm_step<T: RnnFloat>(
             kept[3 * h + k],
             kept[4 * h + k],
         );
-        let tc = clip(clip_to, raw).tanh();
+        let tc = clip(clip_to, raw).tanh_act();
         let d_c = dc[k] + dh[k] * o * (one - tc * tc);
         // The clip passes no gradient where it bit.
         let d_raw = if clip_to.is_none_or(|c| c.passes(raw)) {

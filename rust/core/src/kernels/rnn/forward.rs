@@ -1,9 +1,7 @@
 //! Forward of the fused recurrent layers: per layer and direction one input-projection GEMM,
 //! then per step one recurrent GEMM and the gate math.
 
-use super::{
-    clip, put_columns, sigmoid, step_time, CellClip, RnnConfig, RnnFloat, RnnInputs, RnnMode,
-};
+use super::{clip, put_columns, step_time, CellClip, RnnConfig, RnnFloat, RnnInputs, RnnMode};
 use crate::error::Result;
 use crate::kernels::gemm::{gemm, MatRef};
 
@@ -195,9 +193,17 @@ pub(super) fn layer_forward<T: RnnFloat>(
                 continue;
             };
             let row = t * n + s;
+            let px = &xw[row * gw..(row + 1) * gw];
+            let ph = &mut hw[s * gw..(s + 1) * gw];
+            if dm.mode == RnnMode::Lstm {
+                // LSTM gates add everything up front: the sums go in place of the product.
+                for ((p, &x), &b) in ph.iter_mut().zip(px).zip(a.bh) {
+                    *p = *p + x + b;
+                }
+            }
             let cell = Cell {
-                px: &xw[row * gw..(row + 1) * gw],
-                ph: &hw[s * gw..(s + 1) * gw],
+                px,
+                ph,
                 bh: a.bh,
                 h,
             };
@@ -211,7 +217,7 @@ pub(super) fn layer_forward<T: RnnFloat>(
                 }
                 RnnMode::Gru => cell.gru(hrow, keep),
                 RnnMode::RnnRelu => cell.plain(hrow, |v| v.max(T::zero())),
-                RnnMode::RnnTanh => cell.plain(hrow, T::tanh),
+                RnnMode::RnnTanh => cell.plain(hrow, T::tanh_act),
             }
             y[row * h..(row + 1) * h].copy_from_slice(hrow);
         }
@@ -224,7 +230,8 @@ pub(super) fn layer_forward<T: RnnFloat>(
 }
 
 /// The gate math of one sample at one step: `px` the input projection (input bias included),
-/// `ph` the recurrent product, each gates·H wide.
+/// `ph` the recurrent product, each gates·H wide (for LSTM, `ph` holds the whole
+/// pre-activations).
 struct Cell<'a, T> {
     px: &'a [T],
     ph: &'a [T],
@@ -236,23 +243,44 @@ impl<T: RnnFloat> Cell<'_, T> {
     /// Updates `hs` and `cs` in place; `keep` receives i, f, g, o and the unclipped cell.
     fn lstm(&self, hs: &mut [T], cs: &mut [T], clip_to: Option<&CellClip>, keep: Option<&mut [T]>) {
         let h = self.h;
-        let pre = |k: usize| self.px[k] + self.ph[k] + self.bh[k];
-        let mut keep = keep;
-        for k in 0..h {
-            let i = sigmoid(pre(k));
-            let f = sigmoid(pre(h + k));
-            let g = pre(2 * h + k).tanh();
-            let o = sigmoid(pre(3 * h + k));
-            let raw = f * cs[k] + i * g;
-            let c = clip(clip_to, raw);
-            cs[k] = c;
-            hs[k] = o * c.tanh();
-            if let Some(kp) = keep.as_deref_mut() {
-                kp[k] = i;
-                kp[h + k] = f;
-                kp[2 * h + k] = g;
-                kp[3 * h + k] = o;
-                kp[4 * h + k] = raw;
+        // Each gate's pre-activation (`ph` holds them, see `layer_forward`); per-gate slices
+        // of exactly h values let the loops below vectorise.
+        let (gi, rest) = self.ph[..4 * h].split_at(h);
+        let (gf, rest) = rest.split_at(h);
+        let (gg, go) = rest.split_at(h);
+        let (hs, cs) = (&mut hs[..h], &mut cs[..h]);
+        match keep {
+            Some(kp) => {
+                let (ki, rest) = kp.split_at_mut(h);
+                let (kf, rest) = rest.split_at_mut(h);
+                let (kg, rest) = rest.split_at_mut(h);
+                let (ko, kc) = rest.split_at_mut(h);
+                for k in 0..h {
+                    let (i, f, g, o) = (
+                        gi[k].sigmoid(),
+                        gf[k].sigmoid(),
+                        gg[k].tanh_act(),
+                        go[k].sigmoid(),
+                    );
+                    let raw = f * cs[k] + i * g;
+                    let c = clip(clip_to, raw);
+                    cs[k] = c;
+                    hs[k] = o * c.tanh_act();
+                    (ki[k], kf[k], kg[k], ko[k], kc[k]) = (i, f, g, o, raw);
+                }
+            }
+            None => {
+                for k in 0..h {
+                    let (i, f, g, o) = (
+                        gi[k].sigmoid(),
+                        gf[k].sigmoid(),
+                        gg[k].tanh_act(),
+                        go[k].sigmoid(),
+                    );
+                    let c = clip(clip_to, f * cs[k] + i * g);
+                    cs[k] = c;
+                    hs[k] = o * c.tanh_act();
+                }
             }
         }
     }
@@ -260,13 +288,14 @@ impl<T: RnnFloat> Cell<'_, T> {
     /// Updates `hs` in place; `keep` receives r, z, n and Wh_n·h' + b_hn.
     fn gru(&self, hs: &mut [T], keep: Option<&mut [T]>) {
         let h = self.h;
+        let one = T::one();
         let mut keep = keep;
         for k in 0..h {
-            let r = sigmoid(self.px[k] + self.ph[k] + self.bh[k]);
-            let z = sigmoid(self.px[h + k] + self.ph[h + k] + self.bh[h + k]);
+            let r = (self.px[k] + self.ph[k] + self.bh[k]).sigmoid();
+            let z = (self.px[h + k] + self.ph[h + k] + self.bh[h + k]).sigmoid();
             let m = self.ph[2 * h + k] + self.bh[2 * h + k];
-            let n = (self.px[2 * h + k] + r * m).tanh();
-            hs[k] = (T::one() - z) * n + z * hs[k];
+            let n = (self.px[2 * h + k] + r * m).tanh_act();
+            hs[k] = (one - z) * n + z * hs[k];
             if let Some(kp) = keep.as_deref_mut() {
                 kp[k] = r;
                 kp[h + k] = z;

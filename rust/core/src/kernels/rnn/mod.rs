@@ -20,9 +20,36 @@ use crate::error::{Error, Result};
 use num_traits::Float;
 
 /// The element types the recurrent kernels compute in (float32, and float64 for checks).
-pub trait RnnFloat: GemmScalar + Float + Send + Sync + std::fmt::Debug {}
-impl RnnFloat for f32 {}
-impl RnnFloat for f64 {}
+pub trait RnnFloat: GemmScalar + Float + Send + Sync + std::fmt::Debug {
+    /// The logistic function.
+    fn sigmoid(self) -> Self;
+    /// tanh.
+    fn tanh_act(self) -> Self;
+}
+
+// Float32 gates use the branch-free exp / tanh of `kernels::unary` (a few ulp): with libm's
+// the gate math of a step took longer than its GEMM.
+impl RnnFloat for f32 {
+    #[inline(always)]
+    fn sigmoid(self) -> f32 {
+        super::unary::sigmoid(self)
+    }
+    #[inline(always)]
+    fn tanh_act(self) -> f32 {
+        super::unary::fast_tanh(self)
+    }
+}
+
+impl RnnFloat for f64 {
+    #[inline(always)]
+    fn sigmoid(self) -> f64 {
+        1.0 / (1.0 + (-self).exp())
+    }
+    #[inline(always)]
+    fn tanh_act(self) -> f64 {
+        self.tanh()
+    }
+}
 
 /// The recurrent cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,10 +347,6 @@ fn prev_time(reverse: bool, t: usize, len: usize) -> Option<usize> {
     } else {
         t.checked_sub(1)
     }
-}
-
-fn sigmoid<T: Float>(x: T) -> T {
-    T::one() / (T::one() + (-x).exp())
 }
 
 /// Columns `[d·h, (d + 1)·h)` of each `width`-wide row: one direction's part of a layer's
