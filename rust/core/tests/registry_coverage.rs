@@ -15,6 +15,7 @@ const GRADIENT_SOURCES: &[&str] = &[
     include_str!("grad_broadcast.rs"),
     include_str!("grad_conv.rs"),
     include_str!("grad_norm_loss.rs"),
+    include_str!("grad_rnn.rs"),
     include_str!("grad_shape.rs"),
 ];
 

@@ -9,6 +9,7 @@ pub mod norm;
 pub mod par;
 pub mod pool;
 pub mod reduce;
+pub mod rnn;
 pub mod scratch;
 pub mod softmax;
 pub mod tuning;

@@ -17,6 +17,7 @@ pub mod params;
 pub mod passive;
 pub mod pool;
 pub mod reduce;
+pub mod rnn;
 pub mod select;
 pub mod shape;
 pub mod softmax;
@@ -477,6 +478,7 @@ fn families() -> Vec<&'static [OpDef]> {
         passive::OPS,
         pool::OPS,
         reduce::OPS,
+        rnn::OPS,
         select::OPS,
         shape::OPS,
         softmax::OPS,

@@ -1,4 +1,5 @@
-//! `Concat`, `stack` and `SliceChannel` (`split`).
+//! `Concat` (and `_rnn_param_concat`, Gluon's concat of RNN parameters), `stack` and
+//! `SliceChannel` (`split`).
 
 use super::{arg_names, bad_param, norm_axis, tup, Text};
 use crate::error::{Error, Result};
@@ -15,15 +16,30 @@ use std::sync::Arc;
 // ---------------------------------------------------------------------------------------------
 
 crate::op_params! {
-    pub(crate) struct Concat {
+    pub(crate) struct ConcatParams {
         num_args: Count, "Number of inputs (set automatically from the inputs given).";
         dim: Int = "1", "The axis to join along (negative counts from the end).";
     }
 }
 
+#[derive(Debug)]
+pub(crate) struct Concat {
+    /// `Concat`, or `_rnn_param_concat` (the same join; MXNet gives it a shape inference
+    /// that can also complete inputs from a known output, which mxfn's forward-only
+    /// inference does not use).
+    op: &'static str,
+    dim: i64,
+    num_args: usize,
+}
+
 impl Concat {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Self::from_params(p)?))
+        let q = ConcatParams::from_params(p)?;
+        Ok(Arc::new(Concat {
+            op: p.op,
+            dim: q.dim,
+            num_args: q.num_args,
+        }))
     }
 
     /// The concatenation axis and the output shape.
@@ -31,13 +47,13 @@ impl Concat {
         let first = shapes.first().copied().unwrap_or(&[]);
         if first.is_empty() {
             return Err(Error::shape(
-                "Concat",
+                self.op,
                 format!("node \"{node}\": input \"arg0\""),
                 Text("at least one axis".into()),
                 first,
             ));
         }
-        let ax = norm_axis("Concat", node, "dim", self.dim, first.len())?;
+        let ax = norm_axis(self.op, node, "dim", self.dim, first.len())?;
         let mut out = first.to_vec();
         out[ax] = 0;
         for (i, s) in shapes.iter().enumerate() {
@@ -50,7 +66,7 @@ impl Concat {
                 let mut want: Vec<String> = first.iter().map(usize::to_string).collect();
                 want[ax] = "_".into();
                 return Err(Error::shape(
-                    "Concat",
+                    self.op,
                     format!("node \"{node}\": input \"arg{i}\" (dimensions other than dim={ax} must match input \"arg0\")"),
                     Text(format!("({})", want.join(", "))),
                     s,
@@ -83,7 +99,7 @@ impl Operator for Concat {
             .enumerate()
             .map(|(i, s)| {
                 s.as_deref()
-                    .ok_or_else(|| unknown_input("Concat", node, &format!("arg{i}")))
+                    .ok_or_else(|| unknown_input(self.op, node, &format!("arg{i}")))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(vec![self.plan(node, &shapes)?.1])
@@ -99,7 +115,7 @@ impl Operator for Concat {
         let (ax, out_shape) = self.plan(ctx.node, &shapes)?;
         let (outer, _, inner) = axis_dims(&out_shape, ax);
         let widths: Vec<usize> = shapes.iter().map(|s| s[ax] * inner).collect();
-        let t = same_dtype("Concat", ctx.node, inputs, |i| format!("input arg{i}"))?;
+        let t = same_dtype(self.op, ctx.node, inputs, |i| format!("input arg{i}"))?;
         let out = with_dtype!(t, T => {
             let parts = inputs
                 .iter()

@@ -1,7 +1,7 @@
 //! Shape and indexing operators: MXNet `Reshape`, `Flatten`, `transpose`, `expand_dims`,
-//! `squeeze`, `Concat`, `stack`, `SliceChannel` (`split`), `slice_axis`, `slice`, `Embedding`,
-//! `SwapAxis`, `broadcast_like`, `take`, `pick`, `SequenceMask`, `SequenceLast`,
-//! `SequenceReverse`, `reverse` (`flip`).
+//! `squeeze`, `Concat`, `_rnn_param_concat`, `stack`, `SliceChannel` (`split`), `slice_axis`,
+//! `slice`, `Embedding`, `SwapAxis`, `broadcast_like`, `take`, `pick`, `SequenceMask`,
+//! `SequenceLast`, `SequenceReverse`, `reverse` (`flip`).
 //!
 //! Everything but `Embedding` only moves values, so it works for every dtype: reshapes share
 //! the input's storage, the rest copy contiguous blocks (`kernels::copy`) in parallel
@@ -172,7 +172,18 @@ pub static OPS: &[OpDef] = &[
         py_name: None,
         doc: "Joins the inputs along axis `dim`; all other dimensions must agree. The inputs \
               are named arg0, arg1, …; the gradient is split back into the inputs' parts.",
-        params: join::Concat::DEFS,
+        params: join::ConcatParams::DEFS,
+        create: Concat::create,
+        variadic: Some("num_args"),
+    },
+    OpDef {
+        name: "_rnn_param_concat",
+        aliases: &["_npi_rnn_param_concat"],
+        py_name: None,
+        doc: "Concat as Gluon's recurrent layers use it to join their flattened weights and \
+              biases into the RNN operator's `parameters` vector (`dim=0`): the inputs joined \
+              along `dim`, the gradient split back into their parts.",
+        params: join::ConcatParams::DEFS,
         create: Concat::create,
         variadic: Some("num_args"),
     },
