@@ -71,11 +71,6 @@ CASES = {
         lambda: rnn.unfuse(rnn.fused_rnn_cell(4, mode="rnn_relu")), "NTC", None),
 }
 
-# Graphs whose MXNet JSON needs an operator this build may lack: merged bidirectional outputs
-# use `reverse`; a zoneout cell's first previous output is `_zeros` of shape (0, 0).
-NEEDS_REVERSE = {"bidirectional_merged", "bidirectional_tnc_merged", "unfused_bidirectional_lstm"}
-NEEDS_ZEROS_INFERENCE = {"zoneout"}
-
 
 def data_shape(layout):
     return (BATCH, LENGTH, IN_DIM) if layout == "NTC" else (LENGTH, BATCH, IN_DIM)
@@ -104,8 +99,10 @@ def state_shapes(cell_state_info):
 
 
 def normalize_output_names(names):
-    """Automatic node names count per process (concat0 vs concat7): compare them without the count."""
-    return [re.sub(r"\d+_output$", "#_output", n) for n in names]
+    """Automatic node names count per process (concat0 vs concat7, also inside derived names like
+    concat5_plus_residual): compare them without the count. A count follows an op name of three
+    letters or more, so the layer and step numbers of cell names (l0, t0, i2h) stay."""
+    return [re.sub(r"([a-z]{3,})\d+", r"\1#", n) for n in names]
 
 
 RECORD_CASES = r'''

@@ -16,26 +16,6 @@ from mxfn._ops import attr_str
 import rnn_helpers as H
 from conftest import MXNET_PYTHON
 
-HAVE_RNN_OP = hasattr(mx.sym, "RNN")
-needs_rnn_op = pytest.mark.skipif(not HAVE_RNN_OP, reason="RNN operator not in this build")
-
-
-def _zeros_infers_batch():
-    try:
-        mx.sym.zeros((0, 1))
-        return True
-    except mx.MXFNError:
-        return False
-
-
-# MXNet's default begin states are `_zeros` nodes of shape (0, num_hidden): the batch size is
-# left to shape inference. These tests run, and are expected to fail, until the core's `_zeros`
-# accepts a 0 size (issue #13 item 1); strict, so they must be un-marked when it does.
-needs_zeros_inference = pytest.mark.xfail(
-    not _zeros_infers_batch(), strict=True, raises=mx.MXFNError,
-    reason="core _zeros rejects a 0 (inferred) size: MXNet's default begin state (issue #13 item 1)")
-
-
 def _run_mxnet(code, *args):
     out = subprocess.run([str(MXNET_PYTHON), "-c", code, *args], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, f"MXNet failed:\n{out.stderr[-3000:]}"
@@ -98,15 +78,7 @@ def test_outputs_match_mxnet(case, mxnet_cases):
         np.testing.assert_allclose(g, _np(w), rtol=1e-4, atol=1e-5)
 
 
-def _json_marks(case):
-    if case in H.NEEDS_REVERSE and not hasattr(mx.sym, "reverse"):
-        return [pytest.mark.xfail(strict=True, raises=mx.MXFNError, reason="no `reverse` operator in the core")]
-    if case in H.NEEDS_ZEROS_INFERENCE:
-        return [needs_zeros_inference]
-    return []
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=_json_marks(c)) for c in sorted(H.CASES)])
+@pytest.mark.parametrize("case", sorted(H.CASES))
 def test_mxnet_symbol_file_runs_in_mxfn(case, mxnet_cases):
     d, _ = mxnet_cases
     sym = mx.sym.load(str(d / f"{case}-symbol.json"))
@@ -187,7 +159,6 @@ def test_mxfn_build_of_the_bucketing_model_lists_mxnets_names(mxnet_lm):
     assert [s.name for s in states] == meta["states"]
 
 
-@needs_zeros_inference
 def test_mxfn_default_begin_state_build_matches_mxnet(mxnet_lm):
     _, meta = mxnet_lm
     sym, states = H.lm_symbol(H.LM["length"])
@@ -196,7 +167,6 @@ def test_mxfn_default_begin_state_build_matches_mxnet(mxnet_lm):
     assert [n["name"] for n in zeros] == [f"lstm_l{i}_begin_state_{j}" for i in range(2) for j in range(2)]
 
 
-@needs_zeros_inference
 def test_mxnet_bucketing_checkpoint_predicts_the_same_in_mxfn(mxnet_lm):
     d, _ = mxnet_lm
     mod = m.load_checkpoint(str(d / "lm"), 1)
@@ -341,12 +311,6 @@ def test_fused_cell_values_names_and_states():
     assert u.cells[2].output_prefix == "gru_bi_l1_" and u.cells[1].prefix == "gru__dropout0_"
 
 
-@pytest.mark.skipif(HAVE_RNN_OP, reason="this build has the RNN operator")
-def test_fused_unroll_without_the_operator_points_to_unfuse():
-    with pytest.raises(mx.MXFNError, match="unfuse"):
-        rnn.unroll(rnn.fused_rnn_cell(4), 3, inputs=mx.sym.var("data"))
-
-
 RECORD_FUSED_NODES = r'''
 import json, sys
 import mxnet as mx
@@ -428,7 +392,6 @@ for i, (mode, layers, bi, layout) in enumerate(runs):
 '''
 
 
-@needs_rnn_op
 def test_fused_cell_runs_as_mxnet(mxnet_python, tmp_path):
     _run_mxnet(RECORD_FUSED, str(tmp_path), json.dumps(FUSED_RUNS))
     for i, (mode, layers, bi, layout) in enumerate(FUSED_RUNS):
@@ -444,7 +407,6 @@ def test_fused_cell_runs_as_mxnet(mxnet_python, tmp_path):
             np.testing.assert_allclose(g, _np(w), rtol=1e-4, atol=1e-5, err_msg=f"{mode} {layers} {bi} {layout}")
 
 
-@needs_rnn_op
 @pytest.mark.parametrize("mode,bi", [("lstm", False), ("gru", True), ("rnn_relu", True)])
 def test_fused_and_unfused_cells_compute_the_same(mode, bi):
     cell = rnn.fused_rnn_cell(3, num_layers=2, mode=mode, bidirectional=bi, prefix="f_")
@@ -564,7 +526,6 @@ def test_shared_params_tie_two_cells():
     assert any(n.startswith("b_t1_") for n in mx.sym.get_internals(outs).list_outputs())
 
 
-@needs_zeros_inference
 def test_default_begin_state_is_mxnets_zeros():
     c = rnn.lstm_cell(4)
     states = rnn.begin_state(c)

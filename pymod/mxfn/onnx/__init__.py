@@ -21,7 +21,7 @@ from .. import _native, ndarray, symbol
 from .._dtypes import dtype_name
 from .._errors import MXFNError
 from .._opts import REQUIRED, documented, opt, parse_opts
-from . import _nn, _proto, _tensor  # noqa: F401  (_nn and _tensor register the converters)
+from . import _nn, _proto, _rnn, _tensor  # noqa: F401  (_nn, _rnn, _tensor register the converters)
 from ._graph import CONVERTERS, Graph, Node, read_nodes
 
 __all__ = ["export_model", "get_operator_support"]

@@ -3,17 +3,15 @@ turns the plain-data graph of ``_graph.Graph`` into a ModelProto and writes it a
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
-import stat
-import time
 
 from collections.abc import Sequence
 from typing import Any, Union
 
 import numpy as np
 
+from .. import _native
 from .._errors import MXFNError
 from ._graph import Graph
 
@@ -88,11 +86,9 @@ def shape_inference(model: Any) -> Any:
 
 
 def write(model: Any, path: Union[str, os.PathLike]) -> str:
-    """Serialises ``model`` to ``path`` the way the core's ``atomic_file::write`` writes every
-    mxfn file: a new temporary file in the same directory opened with ``O_CREAT | O_EXCL``
-    (never through a planted link), the mode of the file it replaces (the process default for
-    a new one), ``fsync``, then ``os.replace``; a failure removes the temporary file and never
-    leaves a torn model."""
+    """Serialises ``model`` to ``path`` through the core's one atomic writer (a new temporary
+    file in the same directory, never opened through a planted link, the mode of the file it
+    replaces, ``fsync``, rename): a failure never leaves a torn model."""
     data = model.SerializeToString()
     if len(data) >= 2 ** 31:
         raise MXFNError("onnx.export_model: the model is larger than 2 GB, protobuf's limit")
@@ -101,21 +97,5 @@ def write(model: Any, path: Union[str, os.PathLike]) -> str:
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"onnx.export_model: directory {folder!r} does not exist "
                                 f"(onnx_file_path={path!r})")
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp.{os.getpid()}.{next(_COUNTER)}.{time.time_ns()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if os.path.exists(path):
-                os.chmod(tmp, stat.S_IMODE(os.stat(path).st_mode))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _native.write_file_atomic(path, data)
     return path
-
-
-_COUNTER = itertools.count()

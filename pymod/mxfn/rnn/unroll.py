@@ -336,17 +336,6 @@ def _steps(fname: str, length: int, seq: Outputs, layout: str) -> list[Symbol]:
     return out
 
 
-def _reverse(x: Symbol, axis: int) -> Symbol:
-    """MXNet's ``symbol.reverse(x, axis)``; without that operator in the build, SequenceReverse
-    (which reverses axis 0) does it, axis 1 swapped to the front and back."""
-    if hasattr(symbol, "reverse"):
-        return symbol.reverse(x, axis=axis)
-    if axis == 0:
-        return symbol.SequenceReverse(x)
-    front = symbol.SwapAxis(x, dim1=0, dim2=axis)
-    return symbol.SwapAxis(symbol.SequenceReverse(front), dim1=0, dim2=axis)
-
-
 def _unroll_bidirectional(fname: str, cell: BidirectionalCell, length: int, inputs: Any,
                           begin: list[Any] | None, layout: str,
                           merge: bool | None) -> tuple[Outputs, list[Any]]:
@@ -364,7 +353,7 @@ def _unroll_bidirectional(fname: str, cell: BidirectionalCell, length: int, inpu
                 r_out = list(symbol.SliceChannel(r_out, axis=axis, num_outputs=length, squeeze_axis=1))
     if merge:
         l_sym, r_sym = _merged(fname, length, l_out, layout), _merged(fname, length, r_out, layout)
-        out = symbol.Concat(l_sym, _reverse(r_sym, axis), dim=2, name=f"{cell.output_prefix}out")
+        out = symbol.Concat(l_sym, symbol.reverse(r_sym, axis=axis), dim=2, name=f"{cell.output_prefix}out")
         return out, [l_states, r_states]
     l_list = _steps(fname, length, l_out, layout)
     r_list = _steps(fname, length, r_out, layout)
@@ -375,9 +364,6 @@ def _unroll_bidirectional(fname: str, cell: BidirectionalCell, length: int, inpu
 
 def _unroll_fused(fname: str, cell: FusedRNNCell, length: int, inputs: Any, begin: list[Any] | None,
                   layout: str, merge: bool | None) -> tuple[Outputs, list[Any]]:
-    if not hasattr(symbol, "RNN"):
-        raise MXFNError(f"{fname}: the fused RNN operator is not in this build; unroll "
-                        "rnn.unfuse(cell) instead (same weights, see rnn.unpack_weights)")
     data, axis = normalize_sequence(length, inputs, layout, True, fname)
     if axis == 1:
         warnings.warn("NTC layout detected. Consider using TNC for FusedRNNCell for faster speed",

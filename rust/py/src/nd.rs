@@ -286,6 +286,17 @@ fn nd_save(
     core(py, "nd.save", || params_file::save(&path, &list))
 }
 
+/// Writes `data` to `path` through the core's one atomic writer (`atomic_file::write`), for
+/// files Python serialises itself (ONNX models), so every file mxfn writes is written the same
+/// way. The bytes are copied out of Python first; the write runs without the GIL.
+#[pyfunction]
+fn write_file_atomic(py: Python<'_>, path: PathBuf, data: &[u8]) -> PyResult<()> {
+    let bytes = data.to_vec();
+    core(py, "write_file_atomic", || {
+        mxfn_core::atomic_file::write(&path, &bytes)
+    })
+}
+
 /// Loads a file: a list of handles, or a dict name → handle (in file order).
 #[pyfunction]
 fn nd_load<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
@@ -362,6 +373,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(nd_batch_dot, m)?)?;
     m.add_function(wrap_pyfunction!(nd_save, m)?)?;
     m.add_function(wrap_pyfunction!(nd_load, m)?)?;
+    m.add_function(wrap_pyfunction!(write_file_atomic, m)?)?;
     m.add_function(wrap_pyfunction!(random_seed, m)?)?;
     m.add_function(wrap_pyfunction!(random_uniform, m)?)?;
     m.add_function(wrap_pyfunction!(random_normal, m)?)?;
