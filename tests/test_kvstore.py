@@ -13,9 +13,15 @@ def test_create_types_and_queries():
         assert kv_ns.kv_type(kv) == name and kv_ns.rank(kv) == 0 and kv_ns.num_workers(kv) == 1
         assert kv_ns.barrier(kv) is kv
     assert kv_ns.kv_type(kv_ns.create()) == "local"
-    for bad in ("dist_sync", "nccl", "locl"):
+    for bad in ("nccl", "locl"):
         with pytest.raises(mx.MXFNError, match="local"):
             kv_ns.create(bad)
+    # Distributed stores: one worker outside mpiexec (tests/test_dist.py runs several).
+    for name in ("dist_sync", "dist_device_sync", "horovod"):
+        kv = kv_ns.create(name)
+        assert kv_ns.kv_type(kv) == name and kv_ns.rank(kv) == 0 and kv_ns.num_workers(kv) == 1
+    with pytest.raises(mx.MXFNError, match='"dist_async" is not supported'):
+        kv_ns.create("dist_async")
     with pytest.raises(TypeError):
         kv_ns.create(3)
 

@@ -70,6 +70,9 @@ FIT_PARAMS_OPTS = {
     "epoch_end_callback": opt(None, None, "f(epoch, symbol, arg_params, aux_params) or a list"),
     "eval_end_callback": opt(None, None, "f(BatchEndParam) or a list, after each evaluation"),
     "eval_batch_end_callback": opt(None, None, "f(BatchEndParam) or a list, after every evaluation batch"),
+    "rank0_reports": opt(True, bool, "with a dist kvstore of several workers, only rank 0 logs (logger "
+                                     "\"mxfn\", INFO) and runs epoch_end_callback (checkpoints); "
+                                     "False: every worker does"),
 }
 
 _DEFAULT_OPT_PARAMS = {"learning_rate": 0.01}
@@ -211,6 +214,50 @@ def _metric(m):
     return metric.create(m)
 
 
+# -- data parallelism -----------------------------------------------------------------------
+
+def _dist_of(mod):
+    """The workers (``_dist.MPICollective``) a module trains with, when there are several."""
+    d = getattr(mod, "_dist", None)
+    if d is None:  # a BucketingModule: its default bucket's module
+        d = getattr(getattr(mod, "_default", None), "_dist", None)
+    return d
+
+
+def _metric_state(m):
+    if isinstance(m, metric.EvalMetric):
+        return _native.metric_state(m._h)
+    if isinstance(m, metric.CompositeMetric):
+        return [_metric_state(c) for c in m.metrics]
+    return (list(m._local), list(m._global))  # CustomMetric: (sum, count) pairs
+
+
+def _pool(m, states, global_):
+    if isinstance(m, metric.EvalMetric):
+        return _native.metric_pooled(m._h, states, global_)
+    if isinstance(m, metric.CompositeMetric):
+        return [pair for i, c in enumerate(m.metrics) for pair in _pool(c, [s[i] for s in states], global_)]
+    k = 1 if global_ else 0
+    total = sum(s[k][0] for s in states)
+    count = sum(s[k][1] for s in states)
+    return [(m.name, total / count if count else float("nan"))]
+
+
+def pooled_name_value(eval_metric, dist, global_=False) -> list:
+    """``[(name, value), …]`` of ``eval_metric`` pooled over the workers (their sums added, in
+    rank order, as if one metric had seen every worker's batches): local values, or global
+    ones with ``global_``. Every worker must call it at the same point."""
+    m = metric.create(eval_metric)
+    return _pool(m, dist.allgather(_metric_state(m)), global_)
+
+
+class _RankZeroOnly(logging.Filter):
+    """Drops the INFO (and lower) records of a worker other than rank 0."""
+
+    def filter(self, record):
+        return record.levelno >= logging.WARNING
+
+
 # -- score ----------------------------------------------------------------------------------
 
 SCORE_OPTS = {
@@ -250,6 +297,10 @@ def score(mod, opts=None, /, **kw) -> list:
     actual = _native.score_loop(steps, None if num_batch is None or num_batch < 0 else num_batch)
     for cb in end_cbs:
         cb(batch_end_param(o["epoch"], actual, eval_metric, steps.locals(actual)))
+    dist = _dist_of(mod)
+    if dist is not None:
+        # Every worker scored its part of the data: the value is the pooled one.
+        return pooled_name_value(eval_metric, dist)
     return metric.get_name_value(eval_metric)
 
 
@@ -399,6 +450,14 @@ def fit(mod, train_data=None, opts=None, /, **kw):
     Every ``fit_params`` key may be given directly; ``train_data`` may be given positionally
     or as ``opts["train_data"]`` (``fit(mod, {"train_data": it, "num_epoch": 2})``).
 
+    Data parallel (SPEC §9.2): with ``kvstore="dist_sync"`` (or a dist kvstore value) in a
+    program started by ``mpiexec -n N``, every worker starts from rank 0's parameters, sums
+    its gradients with the others' (``rescale_grad = 1 / (batch_size × N)``) and keeps the same
+    parameters; each reads its part of the data (``mnist_iter``, ``ndarray_iter`` and
+    ``csv_iter`` default to ``num_parts=N, part_index=rank`` under mpiexec); the logged and
+    recorded training metric and ``score``'s values are pooled over the workers; rank 0 alone
+    logs and runs ``epoch_end_callback`` unless ``rank0_reports=False``.
+
     Returns:
         ``mod``.
 
@@ -450,9 +509,19 @@ def fit(mod, train_data=None, opts=None, /, **kw):
     validation_metric = fp["validation_metric"] if fp["validation_metric"] is not None else fp["eval_metric"]
     eval_metric = _metric(fp["eval_metric"])
 
+    dist = _dist_of(mod)
+    quiet = dist is not None and dist.rank != 0 and fp["rank0_reports"]
     steps = _FitSteps(m, mod, train, o["eval_data"], fp, eval_metric, validation_metric, monitor,
-                      batch_cbs, epoch_cbs)
-    _native.fit_loop(steps, fp["begin_epoch"], max(num_epoch, fp["begin_epoch"]))
+                      batch_cbs, [] if quiet else epoch_cbs)
+    steps.dist = dist
+    mute = _RankZeroOnly() if quiet else None
+    if mute is not None:
+        _LOG.addFilter(mute)
+    try:
+        _native.fit_loop(steps, fp["begin_epoch"], max(num_epoch, fp["begin_epoch"]))
+    finally:
+        if mute is not None:
+            _LOG.removeFilter(mute)
     return mod
 
 
@@ -468,6 +537,7 @@ class _FitSteps:
         self.batches = None
         self.data_batch = None
         self.eval_name_vals = []
+        self.dist = None  # the workers, when several train together
 
     def begin_epoch(self, epoch):
         io.reset(self.train)
@@ -491,7 +561,8 @@ class _FitSteps:
         if self.monitor is not None:
             mon_ns.toc_print(self.monitor)
         if last:
-            self.eval_name_vals = metric.get_global_name_value(self.eval_metric)
+            self.eval_name_vals = (metric.get_global_name_value(self.eval_metric) if self.dist is None
+                                   else pooled_name_value(self.eval_metric, self.dist, global_=True))
         if self.batch_cbs:
             param = batch_end_param(epoch, nbatch, self.eval_metric, self.locals(epoch, nbatch, last))
             for cb in self.batch_cbs:

@@ -26,7 +26,7 @@ import numpy as np
 from . import _native
 from ._errors import MXFNError
 from ._opts import REQUIRED, documented, opt, parse_opts
-from . import initializer, kvstore, metric, monitor as mon_ns, optimizer as optim
+from . import _dist, initializer, kvstore, metric, monitor as mon_ns, optimizer as optim
 from .context import Context
 from .io import as_data_desc, batch_bucket_key, batch_data, batch_label, batch_pad, data_desc
 from .ndarray import NDArray, _handle, as_ndarray
@@ -41,7 +41,7 @@ class Module:
     """A Module value (made by ``module`` or ``load_checkpoint``). It is mutable like MXNet's
     Module: ``bind``, ``init_params``, ``forward``, ``update``… change it and return it."""
 
-    __slots__ = ("_h", "_monitor", "_monitor_cb", "_opt", "_share", "_kv", "__weakref__")
+    __slots__ = ("_h", "_monitor", "_monitor_cb", "_opt", "_share", "_kv", "_dist", "__weakref__")
 
     def __init__(self, handle):
         if not isinstance(handle, _native.ModuleHandle):
@@ -52,6 +52,7 @@ class Module:
         self._opt = None
         self._share = None  # a _ShareGroup once bound with (or as) a shared_module
         self._kv = None  # a KVStore value given to init_optimizer, kept holding the params
+        self._dist = None  # the workers (_dist.MPICollective) of a dist kvstore, when several
         _flush(self)
 
     def __repr__(self):
@@ -449,9 +450,11 @@ def aux_params(mod) -> dict:
 # -- optimizer ----------------------------------------------------------------------------------
 
 _OPT_OPTS = {
-    "kvstore": opt("local", None, '"local", "device", None, or an mx.kvstore value: gradients are '
-                                  "summed over the contexts before the update, and a kvstore value "
-                                  "holds the updated parameters by name"),
+    "kvstore": opt("local", None, '"local", "device", "dist_sync" (also "dist_device_sync", '
+                                  '"horovod"), None, or an mx.kvstore value: gradients are summed '
+                                  "over the contexts (and, distributed, over the mpiexec workers, "
+                                  "after rank 0's parameters are broadcast) before the update, and "
+                                  "a kvstore value holds the updated parameters by name"),
     "optimizer": opt("sgd", None, "a name such as \"adam\", or an mx.optimizer value"),
     "optimizer_params": opt(None, Mapping, 'options of a named optimizer (default {"learning_rate": 0.01})'),
     "reset_optimizer": opt(True, bool, "set rescale_grad = 1/batch and the index->name map"),
@@ -474,9 +477,11 @@ def init_optimizer(mod, opts=None, /, **kw) -> Module:
     o = parse_opts(fname, _OPT_OPTS, opts, kw)
     kv = o["kvstore"]
     if isinstance(kv, str):
-        if kv not in kvstore.KV_TYPES:
-            raise MXFNError(f'{fname}: "kvstore" must be "local", "device", None or an mx.kvstore value, '
-                            f'got "{kv}" (distributed stores are not supported)')
+        if kvstore.is_dist(kv) or kv.startswith("dist"):
+            kv = kvstore.create(kv)  # a dist store of this process's workers; dist_async raises
+        elif kv not in kvstore.KV_TYPES:
+            raise MXFNError(f'{fname}: "kvstore" must be "local", "device", "dist_sync", '
+                            f'"dist_device_sync", "horovod", None or an mx.kvstore value, got "{kv}"')
     elif kv is not None and not isinstance(kv, kvstore.KVStore):
         raise TypeError(f'{fname}: "kvstore" must be a name or an mx.kvstore value, got {type(kv).__name__}')
     b, p, has_opt, _ = _native.mod_state(mod._h)
@@ -500,9 +505,15 @@ def init_optimizer(mod, opts=None, /, **kw) -> Module:
     else:
         raise TypeError(f'{fname}: "optimizer" must be a name or an mx.optimizer value, '
                         f"got {type(spec).__name__}")
+    # Several workers: the core checks their parameters, broadcasts rank 0's and sets
+    # rescale_grad = 1 / (batch × workers) in init_optimizer, and sums every update's gradients.
+    dist = kvstore._collective(kv)
+    _native.mod_set_collective(mod._h, None if dist is None else dist.handle, _dist.bucket_bytes())
     _native.mod_init_optimizer(mod._h, value._h, o["reset_optimizer"], o["force_init"])
     mod._opt = value
-    mod._kv = kv if isinstance(kv, kvstore.KVStore) else None
+    mod._dist = dist
+    # A dist store named by a string is the module's own: it need not hold copies of the params.
+    mod._kv = kv if isinstance(kv, kvstore.KVStore) and o["kvstore"] is kv else None
     _flush(mod)
     return _sync_kv(mod)
 
@@ -526,6 +537,7 @@ def borrow_optimizer(mod, shared_module) -> Module:
     _native.mod_borrow_optimizer(mod._h, _mod("borrow_optimizer", shared_module)._h)
     mod._opt = shared_module._opt
     mod._kv = shared_module._kv
+    mod._dist = shared_module._dist  # the core shares the collective with the optimizer
     return mod
 
 

@@ -12,14 +12,15 @@ starts the next one (reshuffling when the iterator shuffles).
 from __future__ import annotations
 
 import logging
+import numbers
 import os
 import threading
 import weakref
 from collections.abc import Mapping
 
-import numpy as np  # noqa: F401 - the doctests' np
+import numpy as np
 
-from . import _native
+from . import _dist, _native
 from ._batch import (DataBatch, DataDesc, DataIter, _field, _int, _seed, _shape, as_data_desc, batch_axis,
                      batch_bucket_key, batch_data, batch_index, batch_label, batch_pad, data_batch, data_desc)
 from ._errors import MXFNError
@@ -42,6 +43,30 @@ __all__ = [
 def _desc_of(t):
     name, shape, dtype, layout = t
     return DataDesc(name=name, shape=tuple(shape), dtype=dtype, layout=layout)
+
+
+_PART_OPTS = {
+    "num_parts": opt(None, int, "split the samples into this many contiguous parts…; None = the "
+                                "number of workers under mpiexec (data-parallel training), else 1"),
+    "part_index": opt(None, int, "…and read this one; None = this worker's rank under mpiexec, else 0"),
+}
+
+
+def _parts(fname, o) -> tuple:
+    """``(num_parts, part_index)``: as given, or this process's place among the mpiexec
+    workers (so every worker of a dist_sync run reads its own part by default)."""
+    rank, size = _dist.launcher_world()
+    n = size if o["num_parts"] is None else _int(fname, "num_parts", o["num_parts"], 1)
+    i = (rank if o["num_parts"] is None else 0) if o["part_index"] is None \
+        else _int(fname, "part_index", o["part_index"])
+    if i >= n:
+        raise MXFNError(f'{fname}: "part_index" must be below num_parts ({n}), got {i}')
+    return n, i
+
+
+def _part_rows(count, n, i) -> tuple:
+    """Rows ``[start, end)`` of part ``i`` of ``n`` over ``count`` samples (MNISTIter's split)."""
+    return int(count / n * i), int(count / n * (i + 1))
 
 
 class NativeIter(DataIter):
@@ -114,7 +139,25 @@ _NDARRAY_ITER_OPTS = {
     "data_name": opt("data", str, "name of a single data array (k > 1 arrays: _0_data, _1_data, …)"),
     "label_name": opt("softmax_label", str, "name of a single label array (k > 1: _0_softmax_label, …)"),
     "seed": opt(None, int, "seed of the shuffling; None = from mx.random.seed"),
+    **_PART_OPTS,
 }
+
+
+def _take_part(fname, x, n, i):
+    """Part ``i`` of ``n`` of an array / list / dict of arrays (along axis 0)."""
+    if n == 1 or x is None:
+        return x
+    if isinstance(x, Mapping):
+        return {k: _take_part(fname, v, n, i) for k, v in x.items()}
+    if isinstance(x, (list, tuple)) and x and not isinstance(x[0], numbers.Number) and \
+            all(isinstance(v, (NDArray, np.ndarray)) for v in x):
+        return [_take_part(fname, v, n, i) for v in x]
+    a = x if isinstance(x, NDArray) else np.asarray(x)
+    count = a.shape[0] if a.ndim else 0
+    start, end = _part_rows(count, n, i)
+    if end <= start:
+        raise MXFNError(f'{fname}: "num_parts" must be at most the {count} samples, got {n}')
+    return a[start:end]
 
 
 @documented(_NDARRAY_ITER_OPTS)
@@ -147,8 +190,9 @@ def ndarray_iter(data, opts=None, /, **kw) -> NativeIter:
     """
     fname = "io.ndarray_iter"
     o = parse_opts(fname, _NDARRAY_ITER_OPTS, opts, kw)
-    d, dnames = _arrays(fname, "data", data, False)
-    lab, lnames = _arrays(fname, "label", o["label"], True)
+    n, i = _parts(fname, o)
+    d, dnames = _arrays(fname, "data", _take_part(fname, data, n, i), False)
+    lab, lnames = _arrays(fname, "label", _take_part(fname, o["label"], n, i), True)
     h = _native.io_ndarray_iter(d, dnames, o["data_name"], lab, lnames, o["label_name"],
                                 _int(fname, "batch_size", o["batch_size"]), o["shuffle"],
                                 o["last_batch_handle"], _seed(fname, o["seed"]))
@@ -165,8 +209,7 @@ _MNIST_OPTS = {
     "seed": opt(0, int, "seed of the shuffling; None = from mx.random.seed"),
     "data_name": opt("data", str, "name of the data input"),
     "label_name": opt("softmax_label", str, "name of the label input"),
-    "num_parts": opt(1, int, "split the data into this many parts…"),
-    "part_index": opt(0, int, "…and read this one"),
+    **_PART_OPTS,
     "silent": opt(False, bool, "do not log the loading at INFO level"),
 }
 
@@ -198,7 +241,7 @@ def mnist_iter(opts=None, /, **kw) -> NativeIter:
     h = _native.io_mnist_iter(os.fspath(o["image"]), os.fspath(o["label"]),
                               _int(fname, "batch_size", o["batch_size"]), o["shuffle"], o["flat"], shape,
                               _seed(fname, o["seed"]), o["data_name"], o["label_name"],
-                              _int(fname, "num_parts", o["num_parts"]), _int(fname, "part_index", o["part_index"]))
+                              *_parts(fname, o))
     it = NativeIter(h, "MNISTIter")
     if not o["silent"]:
         _LOG.info("MNISTIter: load %s images, shuffle=%s, shape=%s", os.fspath(o["image"]), o["shuffle"],
@@ -217,6 +260,7 @@ _CSV_OPTS = {
     "dtype": opt("float32", None, 'element type: "float32", "int32", "int64", …'),
     "data_name": opt("data", str, "name of the data input"),
     "label_name": opt("softmax_label", str, "name of the label input"),
+    **_PART_OPTS,
 }
 
 
@@ -248,7 +292,8 @@ def csv_iter(opts=None, /, **kw) -> NativeIter:
     h = _native.io_csv_iter(os.fspath(o["data_csv"]), list(_shape(fname, "data_shape", o["data_shape"])), label,
                             list(_shape(fname, "label_shape", o["label_shape"])),
                             _int(fname, "batch_size", o["batch_size"]), o["round_batch"],
-                            dtype_name(o["dtype"], fname), o["data_name"], o["label_name"])
+                            dtype_name(o["dtype"], fname), o["data_name"], o["label_name"],
+                            *_parts(fname, o))
     return NativeIter(h, "CSVIter")
 
 

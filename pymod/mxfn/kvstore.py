@@ -1,53 +1,127 @@
-"""mx.kvstore: a single-process key-value store for parameters and gradients (MXNet's KVStore).
+"""mx.kvstore: a key-value store for parameters and gradients (MXNet's KVStore).
 
 ``"local"`` and ``"device"`` behave the same in mxfn (all devices are logical CPU devices):
 values pushed for one key from several devices are summed; with an optimizer set, a push
 applies the optimizer to the stored weight (MXNet's ``update_on_kvstore``), otherwise the
 sum replaces the stored value. ``pull`` writes the stored values into the ``outs`` arrays, as
 MXNet does, and also returns them.
+
+``"dist_sync"`` (also ``"dist_device_sync"``, and ``"horovod"``) is the same store shared by
+the workers of a program started with ``mpiexec -n N python train.py`` (SPEC §9.2, through
+mpi4py): ``rank``, ``num_workers`` and ``barrier`` are MPI's; ``init`` checks that every worker
+initialises the same keys and shapes and stores rank 0's values; ``push`` sums over devices
+and workers (float32 in rank order, so every worker stores the same bits). Outside mpiexec it
+is a single worker and needs no MPI. ``"dist_async"`` is refused: there is no parameter
+server to let workers run ahead.
 """
 
 from __future__ import annotations
 
 import threading
 
-from . import optimizer
+import numpy as np
+
+from . import _dist, optimizer
 from ._errors import MXFNError
-from .ndarray import NDArray, as_ndarray
+from .ndarray import NDArray, array, as_ndarray
 
 __all__ = ["KVStore", "create", "init", "push", "pull", "set_optimizer", "kv_type", "rank",
-           "num_workers", "barrier", "keys"]
+           "num_workers", "barrier", "keys", "is_dist"]
 
 KV_TYPES = ("local", "device")
+DIST_TYPES = ("dist_sync", "dist_device_sync", "dist_sync_device", "horovod")
 
 
 class KVStore:
-    """The store: its ``type``, the stored values by key and the optional optimizer/updater."""
+    """The store: its ``type``, the stored values by key, the optional optimizer/updater and,
+    for a distributed store of several workers, the collective (``_dist.MPICollective``)."""
 
-    def __init__(self, kind):
+    def __init__(self, kind, dist=None):
         self.type = kind
         self.store = {}
         self.key_index = {}
         self.updater = None
         self.lock = threading.Lock()
+        self.dist = dist
 
     def __repr__(self):
         return f"<KVStore {self.type} keys={list(self.store)}>"
 
 
 def create(name="local") -> KVStore:
-    """A new key-value store: ``"local"`` or ``"device"`` (anything else raises MXFNError;
-    distributed stores are not supported).
+    """A new key-value store: ``"local"``, ``"device"``, or a synchronous distributed store
+    ``"dist_sync"`` / ``"dist_device_sync"`` / ``"horovod"`` (the workers of ``mpiexec``;
+    one worker outside it). ``"dist_async"`` and unknown names raise MXFNError.
 
     Example:
         >>> kv_type(create("device")), rank(create()), num_workers(create())
         ('device', 0, 1)
+        >>> num_workers(create("dist_sync"))  # not started by mpiexec: one worker
+        1
     """
     if not isinstance(name, str):
         raise TypeError(f"kvstore.create: name must be a str, got {type(name).__name__} {name!r}")
+    if name in DIST_TYPES:
+        return KVStore(name, _dist.world("kvstore.create"))
+    if name.startswith("dist") and "async" in name:
+        raise MXFNError(f'kvstore.create: "{name}" is not supported: mxfn trains data-parallel with '
+                        f"synchronous MPI allreduce and has no parameter server that would let "
+                        f'workers run ahead of each other; use "dist_sync"')
     if name not in KV_TYPES:
-        raise MXFNError(f'kvstore.create: unsupported kvstore type "{name}"; mxfn supports "local" and "device"')
+        raise MXFNError(f'kvstore.create: unsupported kvstore type "{name}"; mxfn supports "local", '
+                        f'"device", "dist_sync", "dist_device_sync" and "horovod"')
     return KVStore(name)
+
+
+def is_dist(kv) -> bool:
+    """Whether ``kv`` is a distributed store (a value, or a name of one)."""
+    name = kv.type if isinstance(kv, KVStore) else kv
+    return isinstance(name, str) and name in DIST_TYPES
+
+
+def _collective(kv):
+    """The store's collective when it joins several workers, else None."""
+    return kv.dist if isinstance(kv, KVStore) and kv.dist is not None and kv.dist.size > 1 else None
+
+
+def _dist_sum(dist, total):
+    """``total`` (an NDArray) summed over the workers: float32 through the collective (fixed
+    order), other dtypes gathered and summed in rank order."""
+    a = np.ascontiguousarray(total.asnumpy())
+    if a.dtype == np.float32:
+        a = a.copy()
+        dist.allreduce_sum(a.reshape(-1))
+        out = a
+    else:
+        parts = dist.allgather(a)
+        out = parts[0].copy()
+        for x in parts[1:]:
+            out = out + x
+    return array(out, dtype=total.dtype).as_in_context(total.context)
+
+
+def _dist_check_keys(fname, dist, ks, arrays):
+    """Every worker must initialise the same keys with the same shapes and dtypes."""
+    mine = [(repr(k), tuple(a.shape), str(a.dtype)) for k, a in zip(ks, arrays)]
+    every = dist.allgather(mine)
+    for r, theirs in enumerate(every[1:], start=1):
+        if theirs == every[0]:
+            continue
+        ours = dict((k, (s, d)) for k, s, d in every[0])
+        other = dict((k, (s, d)) for k, s, d in theirs)
+        for k, (shape, dt) in ours.items():
+            if k not in other:
+                raise MXFNError(f"{fname}: key {k} is initialised on rank 0 but not on rank {r}; "
+                                f"every worker must init the same keys")
+            if other[k] != (shape, dt):
+                raise MXFNError(f"{fname}: key {k} across workers: expected shape {shape} {dt} "
+                                f"(as on rank 0), got shape {other[k][0]} {other[k][1]} on rank {r}")
+        extra = next((k for k in other if k not in ours), None)
+        raise MXFNError(f"{fname}: key {extra} is initialised on rank {r} but not on rank 0; "
+                        f"every worker must init the same keys in the same order"
+                        if extra is not None else
+                        f"{fname}: keys across workers: rank {r} initialises them in another order "
+                        f"than rank 0")
 
 
 def _kv(fname, kv) -> KVStore:
@@ -104,13 +178,30 @@ def init(kv, keys, values) -> KVStore:
     _kv(fname, kv)
     ks, single = _key_list(fname, keys)
     vals = _per_key(fname, "values", ks, single, values)
+    firsts = [_arrays(fname, k, v)[0] for k, v in zip(ks, vals)]
+    dist = _collective(kv)
+    if dist is not None:
+        # Every worker takes rank 0's values (MXNet's dist init), after checking the keys.
+        _dist_check_keys(fname, dist, ks, firsts)
+        firsts = [_dist_broadcast(dist, a) for a in firsts]
     with kv.lock:
-        for k, v in zip(ks, vals):
+        for k, first in zip(ks, firsts):
             if k in kv.store:
                 raise MXFNError(f"{fname}: key {k!r} is already initialised")
-            kv.store[k] = _arrays(fname, k, v)[0].copy()
+            kv.store[k] = first.copy()
             kv.key_index[k] = k if isinstance(k, int) else len(kv.key_index)
     return kv
+
+
+def _dist_broadcast(dist, a):
+    """Rank 0's value of ``a`` on every worker."""
+    x = np.ascontiguousarray(a.asnumpy())
+    if x.dtype == np.float32:
+        x = x.copy()
+        dist.broadcast(x.reshape(-1), 0)
+    else:
+        x = dist.allgather(x)[0]
+    return array(x, dtype=a.dtype).as_in_context(a.context)
 
 
 def push(kv, keys, values, priority=0) -> KVStore:
@@ -132,6 +223,7 @@ def push(kv, keys, values, priority=0) -> KVStore:
     _kv(fname, kv)
     ks, single = _key_list(fname, keys)
     vals = _per_key(fname, "values", ks, single, values)
+    dist = _collective(kv)
     with kv.lock:
         for k, v in zip(ks, vals):
             if k not in kv.store:
@@ -143,6 +235,9 @@ def push(kv, keys, values, priority=0) -> KVStore:
             stored = kv.store[k]
             if total.shape != stored.shape:
                 raise MXFNError(f"{fname}: key {k!r} holds shape {stored.shape}, pushed {total.shape}")
+            if dist is not None:
+                total = _dist_sum(dist, total)
+                arrs = [total, total]  # a new array: no copy below
             if kv.updater is not None:
                 kv.store[k] = kv.updater(kv.key_index[k], total, stored.copy())
             else:
@@ -223,25 +318,28 @@ def set_optimizer(kv, opt) -> KVStore:
 
 
 def kv_type(kv) -> str:
-    """``"local"`` or ``"device"``."""
+    """The name the store was created with (``"local"``, ``"device"``, ``"dist_sync"``…)."""
     return _kv("kvstore.kv_type", kv).type
 
 
 def rank(kv) -> int:
-    """This worker's rank: always 0 (single process)."""
-    _kv("kvstore.rank", kv)
-    return 0
+    """This worker's rank: MPI's for a distributed store of several workers, else 0."""
+    d = _collective(_kv("kvstore.rank", kv))
+    return 0 if d is None else d.rank
 
 
 def num_workers(kv) -> int:
-    """The number of workers: always 1 (single process)."""
-    _kv("kvstore.num_workers", kv)
-    return 1
+    """The number of workers: MPI's for a distributed store, else 1."""
+    d = _collective(_kv("kvstore.num_workers", kv))
+    return 1 if d is None else d.size
 
 
 def barrier(kv) -> KVStore:
-    """A no-op with one worker. Returns ``kv``."""
-    return _kv("kvstore.barrier", kv)
+    """Waits until every worker has called it (a no-op with one worker). Returns ``kv``."""
+    d = _collective(_kv("kvstore.barrier", kv))
+    if d is not None:
+        d.barrier()
+    return kv
 
 
 def _hold(kv, pairs) -> KVStore:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -28,6 +29,10 @@ from . import _native
 from ._errors import MXFNError
 from ._opts import REQUIRED, normalize_key, opt, parse_opts
 from .ndarray import NDArray, _handle
+
+if TYPE_CHECKING:
+    from ._opts import OptSpec
+    from ._types import ArrayLike, MetricLike
 
 __all__ = [
     "EvalMetric", "CustomMetric", "CompositeMetric",
@@ -37,7 +42,7 @@ __all__ = [
     "reset_local", "get_and_reset", "get_name_value", "get_global_name_value", "name",
 ]
 
-_UNSET = object()
+_UNSET: Any = object()  # "not given" (typed Any: it stands in for any argument type)
 
 _COMMON = {
     "name": opt(None, str, "display name; default the metric's own (e.g. \"accuracy\")"),
@@ -80,7 +85,7 @@ class _Metric:
 
     __slots__ = ("_name", "_output_names", "_label_names")
 
-    def __init__(self, name, o):
+    def __init__(self, name: str, o: Mapping[str, Any]) -> None:
         self._name = name
         self._output_names = None if o.get("output_names") is None else list(o["output_names"])
         self._label_names = None if o.get("label_names") is None else list(o["label_names"])
@@ -91,20 +96,24 @@ class _Metric:
         return self._name
 
     @property
-    def output_names(self):
+    def output_names(self) -> list[str] | None:
         """The prediction names ``update_dict`` uses (None = all)."""
         return self._output_names
 
     @property
-    def label_names(self):
+    def label_names(self) -> list[str] | None:
         """The label names ``update_dict`` uses (None = all)."""
         return self._label_names
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         pairs = ", ".join(f"{n}={v!r}" for n, v in self._read(False))
         return f"<{type(self).__name__} {pairs}>"
 
     # Subclasses define _update(labels, preds), _reset(local_only), _read(global_) -> pairs.
+    if TYPE_CHECKING:
+        def _update(self, labels: list[Any], preds: list[Any]) -> None: ...
+        def _reset(self, local_only: bool) -> None: ...
+        def _read(self, global_: bool) -> list[tuple[str, float]]: ...
 
 
 class EvalMetric(_Metric):
@@ -118,18 +127,18 @@ class EvalMetric(_Metric):
 
     __slots__ = ("_h", "_kind")
 
-    def __init__(self, handle, kind, name, o):
+    def __init__(self, handle: _native.MetricHandle, kind: str, name: str, o: Mapping[str, Any]) -> None:
         super().__init__(name, o)
         self._h = handle
         self._kind = kind
 
-    def _update(self, labels, preds):
+    def _update(self, labels: list[Any], preds: list[Any]) -> None:
         _native.metric_update(self._h, [_handle(x) for x in labels], [_handle(x) for x in preds])
 
-    def _reset(self, local_only):
+    def _reset(self, local_only: bool) -> None:
         _native.metric_reset(self._h, local_only)
 
-    def _read(self, global_):
+    def _read(self, global_: bool) -> list[tuple[str, float]]:
         return _native.metric_get(self._h, global_)
 
 
@@ -144,18 +153,18 @@ class CustomMetric(_Metric):
 
     __slots__ = ("_f", "_allow_extra", "_local", "_global")
 
-    def __init__(self, f, name, o):
+    def __init__(self, f: Callable[[Any, Any], Any], name: str, o: Mapping[str, Any]) -> None:
         super().__init__(name, o)
         self._f = f
         self._allow_extra = o["allow_extra_outputs"]
-        self._local = [0.0, 0]
-        self._global = [0.0, 0]
+        self._local: list[Any] = [0.0, 0]
+        self._global: list[Any] = [0.0, 0]
 
-    def _update(self, labels, preds):
+    def _update(self, labels: list[Any], preds: list[Any]) -> None:
         if not self._allow_extra and len(labels) != len(preds):
             raise MXFNError(f"{self._name}.update: labels: expected one label array per "
                             f"prediction array ({len(preds)}), got {len(labels)} label arrays")
-        total = [0.0, 0]
+        total: list[Any] = [0.0, 0]
         for label, pred in zip(labels, preds):
             r = self._f(_numpy(label), _numpy(pred))
             s, n = r if isinstance(r, tuple) and len(r) == 2 else (r, 1)
@@ -168,12 +177,12 @@ class CustomMetric(_Metric):
             acc[0] += total[0]
             acc[1] += total[1]
 
-    def _reset(self, local_only):
+    def _reset(self, local_only: bool) -> None:
         self._local = [0.0, 0]
         if not local_only:
             self._global = [0.0, 0]
 
-    def _read(self, global_):
+    def _read(self, global_: bool) -> list[tuple[str, float]]:
         s, n = self._global if global_ else self._local
         return [(self._name, s / n if n else math.nan)]
 
@@ -189,33 +198,36 @@ class CompositeMetric(_Metric):
 
     __slots__ = ("_children",)
 
-    def __init__(self, children, name, o):
+    def __init__(self, children: Iterable[_Metric], name: str, o: Mapping[str, Any]) -> None:
         super().__init__(name, o)
         self._children = list(children)
 
     @property
-    def metrics(self) -> tuple:
+    def metrics(self) -> tuple[_Metric, ...]:
         """The child metrics, in order."""
         return tuple(self._children)
 
-    def _update(self, labels, preds):
+    def _update(self, labels: list[Any], preds: list[Any]) -> None:
         for c in self._children:
             c._update(labels, preds)
 
-    def _reset(self, local_only):
+    def _reset(self, local_only: bool) -> None:
         for c in self._children:
             c._reset(local_only)
 
-    def _read(self, global_):
+    def _read(self, global_: bool) -> list[tuple[str, float]]:
         return [pair for c in self._children for pair in c._read(global_)]
 
 
-def _numpy(x):
+_M = TypeVar("_M", bound=_Metric)
+
+
+def _numpy(x: ArrayLike) -> np.ndarray[Any, Any]:
     """A numpy copy of an update input, as MXNet's ``asnumpy`` gives custom functions."""
     return x.asnumpy() if isinstance(x, NDArray) else np.array(x)
 
 
-def _json_value(v):
+def _json_value(v: Any) -> Any:
     if isinstance(v, bool) or v is None or isinstance(v, str):
         return v
     if isinstance(v, numbers.Integral):
@@ -225,7 +237,8 @@ def _json_value(v):
     return v
 
 
-def _builtin(kind, fname, spec, opts, kw):
+def _builtin(kind: str, fname: str, spec: Mapping[str, OptSpec], opts: Mapping[str, Any] | None,
+             kw: Mapping[str, Any]) -> EvalMetric:
     o = parse_opts(fname, spec, opts, kw)
     params = {k: _json_value(v) for k, v in o.items()
               if k not in ("output_names", "label_names") and v is not None}
@@ -233,7 +246,8 @@ def _builtin(kind, fname, spec, opts, kw):
     return EvalMetric(h, kind, _native.metric_get(h, False)[0][0], o)
 
 
-def _merge_positional(fname, key, value, opts, kw):
+def _merge_positional(fname: str, key: str, value: Any, opts: Mapping[str, Any] | None,
+                      kw: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """Options with a positional value for ``key`` added; a Mapping in its place is the options."""
     if value is _UNSET:
         return opts
@@ -247,7 +261,7 @@ def _merge_positional(fname, key, value, opts, kw):
     return {**(opts or {}), key: value}
 
 
-def accuracy(opts=None, /, **kw) -> EvalMetric:
+def accuracy(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> EvalMetric:
     """Classification accuracy (name ``accuracy``): the share of samples whose predicted class
     (argmax over ``axis``, or the prediction itself when it has the label's shape, both
     truncated to int) equals the label.
@@ -272,7 +286,8 @@ def accuracy(opts=None, /, **kw) -> EvalMetric:
     return _builtin("accuracy", "eval_metric.accuracy", ACCURACY_OPTS, opts, kw)
 
 
-def top_k_accuracy(k=_UNSET, opts=None, /, **kw) -> EvalMetric:
+def top_k_accuracy(k: int | Mapping[str, Any] = _UNSET, opts: Mapping[str, Any] | None = None, /,
+                   **kw: Any) -> EvalMetric:
     """Top-k accuracy (name ``top_k_accuracy_<k>``): a sample is right when its label is among
     the ``k`` highest scores of its prediction row; ``k`` is required and must exceed 1 (use
     ``accuracy`` for k = 1), as in MXNet.
@@ -295,7 +310,7 @@ def top_k_accuracy(k=_UNSET, opts=None, /, **kw) -> EvalMetric:
     return _builtin("top_k_accuracy", fname, TOP_K_ACCURACY_OPTS, opts, kw)
 
 
-def f1(opts=None, /, **kw) -> EvalMetric:
+def f1(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> EvalMetric:
     """Binary F1 score (name ``f1``) of class 1: predicted class = argmax over axis 1, labels
     0/1 (more than two label values raise).
 
@@ -315,7 +330,7 @@ def f1(opts=None, /, **kw) -> EvalMetric:
     return _builtin("f1", "eval_metric.f1", F1_OPTS, opts, kw)
 
 
-def mcc(opts=None, /, **kw) -> EvalMetric:
+def mcc(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> EvalMetric:
     """Binary Matthews correlation coefficient (name ``mcc``), from the same counts as ``f1``.
 
     Options:
@@ -334,7 +349,7 @@ def mcc(opts=None, /, **kw) -> EvalMetric:
     return _builtin("mcc", "eval_metric.mcc", MCC_OPTS, opts, kw)
 
 
-def perplexity(opts=None, /, **kw) -> EvalMetric:
+def perplexity(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> EvalMetric:
     """Perplexity (name ``perplexity``): exp of the mean of −log p(label) over all positions,
     the probability picked along ``axis``; labels are flattened, so (batch, T) labels go with
     (batch·T, classes) predictions.
@@ -356,8 +371,8 @@ def perplexity(opts=None, /, **kw) -> EvalMetric:
     return _builtin("perplexity", "eval_metric.perplexity", PERPLEXITY_OPTS, opts, kw)
 
 
-def _plain(kind, summary, example):
-    def make(opts=None, /, **kw) -> EvalMetric:
+def _plain(kind: str, summary: str, example: str) -> Callable[..., EvalMetric]:
+    def make(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> EvalMetric:
         return _builtin(kind, f"eval_metric.{kind}", PLAIN_OPTS, opts, kw)
 
     make.__name__ = make.__qualname__ = kind
@@ -400,7 +415,7 @@ loss = _plain("loss", "The mean of the predictions (name ``loss``), for outputs 
         ('loss', 3.0)""")
 
 
-def cross_entropy(opts=None, /, **kw) -> EvalMetric:
+def cross_entropy(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> EvalMetric:
     """Cross-entropy (name ``cross-entropy``): the mean over samples of −log(p[label] + eps),
     with predictions (batch, classes) of probabilities.
 
@@ -419,7 +434,7 @@ def cross_entropy(opts=None, /, **kw) -> EvalMetric:
     return _builtin("cross_entropy", "eval_metric.cross_entropy", CROSS_ENTROPY_OPTS, opts, kw)
 
 
-def nll_loss(opts=None, /, **kw) -> EvalMetric:
+def nll_loss(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> EvalMetric:
     """Negative log-likelihood (name ``nll-loss``): the same formula as ``cross_entropy``.
 
     Options:
@@ -436,7 +451,7 @@ def nll_loss(opts=None, /, **kw) -> EvalMetric:
     return _builtin("nll_loss", "eval_metric.nll_loss", NLL_LOSS_OPTS, opts, kw)
 
 
-def pearson_correlation(opts=None, /, **kw) -> EvalMetric:
+def pearson_correlation(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> EvalMetric:
     """Pearson correlation (name ``pearsonr``) of flattened labels and predictions (which
     must have the same shape).
 
@@ -459,7 +474,8 @@ def pearson_correlation(opts=None, /, **kw) -> EvalMetric:
                     PEARSON_CORRELATION_OPTS, opts, kw)
 
 
-def custom_metric(f, name=None, opts=None, /, **kw) -> CustomMetric:
+def custom_metric(f: Callable[[Any, Any], Any], name: str | Mapping[str, Any] | None = None,
+                  opts: Mapping[str, Any] | None = None, /, **kw: Any) -> CustomMetric:
     """A metric from a Python function ``f(label, pred)`` called on numpy arrays for each
     (label, pred) pair: a number adds to the sum and 1 to the count; a tuple ``(sum, count)``
     adds both; the value is sum / count. The name defaults to ``f.__name__``
@@ -494,7 +510,8 @@ def custom_metric(f, name=None, opts=None, /, **kw) -> CustomMetric:
     return CustomMetric(f, name, o)
 
 
-def comp_metric(metrics=(), opts=None, /, **kw) -> CompositeMetric:
+def comp_metric(metrics: MetricLike | Mapping[str, Any] = (), opts: Mapping[str, Any] | None = None, /,
+                **kw: Any) -> CompositeMetric:
     """A composite of several metrics (name ``composite``): each update goes to every child;
     ``get`` returns ``([names], [values])`` (nested composites flattened). Children may be
     metrics, names or functions (each made with ``create``).
@@ -512,7 +529,7 @@ def comp_metric(metrics=(), opts=None, /, **kw) -> CompositeMetric:
         (['accuracy', 'mse'], [0.5, 0.5])
     """
     if isinstance(metrics, Mapping) and opts is None:
-        metrics, opts = (), metrics
+        opts, metrics = metrics, ()
     o = parse_opts("eval_metric.comp_metric", COMP_METRIC_OPTS, opts, kw)
     if isinstance(metrics, (str, _Metric)) or callable(metrics):
         metrics = [metrics]
@@ -520,7 +537,7 @@ def comp_metric(metrics=(), opts=None, /, **kw) -> CompositeMetric:
 
 
 # Canonical kinds (as `_native.metric_canonical` returns them) to the functions making them.
-_MAKERS = {
+_MAKERS: dict[str, Callable[..., _Metric]] = {
     "accuracy": accuracy, "top_k_accuracy": top_k_accuracy, "f1": f1, "mcc": mcc,
     "perplexity": perplexity, "mae": mae, "mse": mse, "rmse": rmse,
     "cross_entropy": cross_entropy, "nll_loss": nll_loss,
@@ -529,7 +546,7 @@ _MAKERS = {
 }
 
 
-def create(metric, opts=None, /, **kw):
+def create(metric: MetricLike, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> _Metric:
     """A metric from a name, a function, a list of those, or a metric (returned as is).
 
     Names (case-insensitive): ``acc``/``accuracy``, ``top_k_accuracy``/``top_k_acc`` (needs
@@ -538,9 +555,8 @@ def create(metric, opts=None, /, **kw):
     ``composite``; an unknown name raises MXFNError with the closest names. A function
     becomes ``custom_metric(f)``; a list becomes ``comp_metric`` of its items.
 
-    Options:
-        any option of the metric made (``top_k``, ``axis``, ``eps``, ``name``…); for a list,
-        passed to every child
+    Options are those of the metric made (``top_k``, ``axis``, ``eps``, ``name``…); for a
+    list, they are passed to every child.
 
     Returns:
         The metric.
@@ -569,14 +585,14 @@ def create(metric, opts=None, /, **kw):
                     f"got {type(metric).__name__}")
 
 
-def _metric(m, fname):
+def _metric(m: Any, fname: str) -> _Metric:
     if not isinstance(m, _Metric):
         raise TypeError(f"eval_metric.{fname}: expected a metric (made by accuracy(), create…), "
                         f"got {type(m).__name__}")
     return m
 
 
-def _arrays(x):
+def _arrays(x: Any) -> list[Any]:
     if x is None:
         return []
     if isinstance(x, (NDArray, np.ndarray)):
@@ -587,7 +603,7 @@ def _arrays(x):
                     f"got {type(x).__name__}")
 
 
-def update(metric, labels, preds):
+def update(metric: _M, labels: ArrayLike | Sequence[ArrayLike] | None, preds: ArrayLike | Sequence[ArrayLike] | None) -> _M:
     """Accumulates one batch: ``labels[i]`` goes with ``preds[i]`` (lists of NDArrays or numpy
     arrays; a single array is a list of one). All-or-nothing for built-in metrics: a bad batch
     raises MXFNError and leaves the sums as they were.
@@ -604,7 +620,7 @@ def update(metric, labels, preds):
     return metric
 
 
-def update_dict(metric, labels, preds):
+def update_dict(metric: _M, labels: Mapping[str, ArrayLike], preds: Mapping[str, ArrayLike]) -> _M:
     """Accumulates a batch given as maps name → array: the metric's ``label_names`` /
     ``output_names`` pick (and order) the arrays, else all are used in map order (MXNet's
     ``update_dict``).
@@ -629,7 +645,7 @@ def update_dict(metric, labels, preds):
             update_dict(c, labels, preds)
         return metric
 
-    def pick(d, names, what):
+    def pick(d: Mapping[str, Any], names: list[str] | None, what: str) -> list[Any]:
         if names is None:
             return list(d.values())
         missing = [n for n in names if n not in d]
@@ -642,7 +658,7 @@ def update_dict(metric, labels, preds):
     return metric
 
 
-def get(metric):
+def get(metric: _Metric) -> tuple[Any, Any]:
     """The local value: ``(name, value)``, or ``([names], [values])`` for a composite. A metric
     with no instances gives NaN.
 
@@ -655,7 +671,7 @@ def get(metric):
     return _shape_reading(m, pairs)
 
 
-def get_global(metric):
+def get_global(metric: _Metric) -> tuple[Any, Any]:
     """Like ``get``, from the global sums (which ``reset_local`` keeps).
 
     Example:
@@ -667,13 +683,13 @@ def get_global(metric):
     return _shape_reading(m, m._read(True))
 
 
-def _shape_reading(m, pairs):
+def _shape_reading(m: _Metric, pairs: list[tuple[str, float]]) -> tuple[Any, Any]:
     if isinstance(m, CompositeMetric):
         return [p[0] for p in pairs], [p[1] for p in pairs]
     return pairs[0]
 
 
-def get_name_value(metric) -> list:
+def get_name_value(metric: _Metric) -> list[tuple[str, float]]:
     """The local values as ``[(name, value), …]`` (one pair, or one per composite child).
 
     Example:
@@ -683,7 +699,7 @@ def get_name_value(metric) -> list:
     return list(_metric(metric, "get_name_value")._read(False))
 
 
-def get_global_name_value(metric) -> list:
+def get_global_name_value(metric: _Metric) -> list[tuple[str, float]]:
     """The global values as ``[(name, value), …]``.
 
     Example:
@@ -693,7 +709,7 @@ def get_global_name_value(metric) -> list:
     return list(_metric(metric, "get_global_name_value")._read(True))
 
 
-def reset(metric):
+def reset(metric: _M) -> _M:
     """Clears local and global sums.
 
     Returns:
@@ -707,7 +723,7 @@ def reset(metric):
     return metric
 
 
-def reset_local(metric):
+def reset_local(metric: _M) -> _M:
     """Clears the local sums (what ``get`` reports), keeping the global ones.
 
     Returns:
@@ -722,7 +738,7 @@ def reset_local(metric):
     return metric
 
 
-def get_and_reset(metric):
+def get_and_reset(metric: _Metric) -> tuple[Any, Any]:
     """``get(metric)``, then ``reset(metric)``.
 
     Returns:
@@ -738,7 +754,7 @@ def get_and_reset(metric):
     return value
 
 
-def name(metric) -> str:
+def name(metric: _Metric) -> str:
     """The metric's display name.
 
     Example:
@@ -748,7 +764,7 @@ def name(metric) -> str:
     return _metric(metric, "name").name
 
 
-def add(composite, metric):
+def add(composite: _M, metric: MetricLike) -> _M:
     """Appends a child (a metric, name or function) to a composite metric.
 
     Returns:

@@ -27,5 +27,6 @@ pub mod tensor;
 pub use context::Context;
 pub use error::{Error, Result, ResultExt};
 pub use executor::{Executor, GradReq};
+pub use module::Collective;
 pub use symbol::Symbol;
 pub use tensor::{DType, NDArray};

@@ -257,3 +257,93 @@ fn large_predictions_match_a_serial_reference() {
         .unwrap();
     assert_eq!(acc.value(), want as f64 / n as f64);
 }
+
+/// Workers' states merged (data-parallel training's global metric) give what one metric that
+/// saw every batch gives, for every kind of state: sums, binary counts, moments, confusion
+/// matrices that grew differently, composites.
+#[test]
+fn merged_worker_states_equal_one_metric_over_all_batches() {
+    let binary_preds = |v: &[f32]| {
+        let n = v.len();
+        NDArray::from_vec(&[n, 2], v.iter().flat_map(|&p| [1.0 - p, p]).collect()).unwrap()
+    };
+    let batches: Vec<(NDArray, NDArray)> = vec![
+        (
+            NDArray::from_vec(&[4], vec![1.0, 0.0, 1.0, 1.0]).unwrap(),
+            binary_preds(&[0.9, 0.2, 0.4, 0.7]),
+        ),
+        (
+            NDArray::from_vec(&[3], vec![0.0, 0.0, 1.0]).unwrap(),
+            binary_preds(&[0.6, 0.1, 0.8]),
+        ),
+        (
+            NDArray::from_vec(&[2], vec![1.0, 0.0]).unwrap(),
+            binary_preds(&[0.3, 0.4]),
+        ),
+    ];
+    let pearson_batches: Vec<(NDArray, NDArray)> = vec![
+        (
+            NDArray::from_vec(&[3], vec![1.0, 2.0, 3.5]).unwrap(),
+            NDArray::from_vec(&[3], vec![1.1, 1.7, 3.0]).unwrap(),
+        ),
+        (
+            NDArray::from_vec(&[2], vec![0.5, 4.0]).unwrap(),
+            NDArray::from_vec(&[2], vec![0.9, 3.2]).unwrap(),
+        ),
+    ];
+    let kinds: Vec<(&str, Value)> = vec![
+        ("acc", Value::Null),
+        ("ce", Value::Null),
+        ("f1", json!({"average": "micro"})),
+        ("f1", json!({"average": "macro"})),
+        ("mcc", json!({"average": "micro"})),
+        ("pcc", Value::Null),
+    ];
+    for (kind, params) in kinds {
+        let new = || EvalMetric::create(kind, &params).unwrap();
+        let mut whole = new();
+        let mut workers = [new(), new()];
+        for (i, (l, p)) in batches.iter().enumerate() {
+            whole
+                .update(std::slice::from_ref(l), std::slice::from_ref(p))
+                .unwrap();
+            workers[i % 2]
+                .update(std::slice::from_ref(l), std::slice::from_ref(p))
+                .unwrap();
+        }
+        let mut pooled = new();
+        for w in &workers {
+            pooled.merge_state(&w.state()).unwrap();
+        }
+        for (got, want) in [
+            (pooled.get(), whole.get()),
+            (pooled.get_global(), whole.get_global()),
+        ] {
+            assert!(
+                (got[0].1 - want[0].1).abs() < 1e-12,
+                "{kind} {params}: {got:?} vs {want:?}"
+            );
+        }
+    }
+    let new = || EvalMetric::create("pearsonr", &json!({"average": "micro"})).unwrap();
+    let (mut whole, mut a, mut b) = (new(), new(), new());
+    for (i, (l, p)) in pearson_batches.iter().enumerate() {
+        whole
+            .update(std::slice::from_ref(l), std::slice::from_ref(p))
+            .unwrap();
+        [&mut a, &mut b][i % 2]
+            .update(std::slice::from_ref(l), std::slice::from_ref(p))
+            .unwrap();
+    }
+    let mut pooled = new();
+    pooled.merge_state(&a.state()).unwrap();
+    pooled.merge_state(&b.state()).unwrap();
+    assert!((pooled.get()[0].1 - whole.get()[0].1).abs() < 1e-12);
+    let mut comp = EvalMetric::composite(vec![
+        new(),
+        EvalMetric::create("mae", &Value::Null).unwrap(),
+    ]);
+    let state = comp.state();
+    comp.merge_state(&state).unwrap();
+    assert!(comp.merge_state(&state[..state.len() - 1]).is_err());
+}

@@ -180,7 +180,7 @@ fn io_mnist_iter(
 }
 
 #[pyfunction]
-#[pyo3(signature = (data_csv, data_shape, label_csv, label_shape, batch_size, round_batch, dtype, data_name, label_name))]
+#[pyo3(signature = (data_csv, data_shape, label_csv, label_shape, batch_size, round_batch, dtype, data_name, label_name, num_parts, part_index))]
 #[allow(clippy::too_many_arguments)]
 fn io_csv_iter(
     py: Python<'_>,
@@ -193,6 +193,8 @@ fn io_csv_iter(
     dtype: &str,
     data_name: String,
     label_name: String,
+    num_parts: usize,
+    part_index: usize,
 ) -> PyResult<IterHandle> {
     let dtype = DType::parse(dtype).map_err(to_py)?;
     core(py, "io.csv_iter", || {
@@ -206,6 +208,8 @@ fn io_csv_iter(
             dtype,
             data_name,
             label_name,
+            num_parts,
+            part_index,
         };
         CsvIter::new(opts).map(IterHandle::new)
     })

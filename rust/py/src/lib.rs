@@ -3,6 +3,7 @@
 
 mod bucketing;
 mod convert;
+mod dist;
 mod error;
 mod init;
 mod io;
@@ -33,5 +34,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     module::register(m)?;
     bucketing::register(m)?;
     run_loop::register(m)?;
+    dist::register(m)?;
     Ok(())
 }

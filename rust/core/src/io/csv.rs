@@ -30,6 +30,11 @@ pub struct CsvOptions {
     pub data_name: String,
     /// Name of the label input (default `softmax_label`).
     pub label_name: String,
+    /// Split the rows into this many contiguous parts (default 1; data-parallel workers each
+    /// read one)…
+    pub num_parts: usize,
+    /// …and read this one (default 0).
+    pub part_index: usize,
 }
 
 impl Default for CsvOptions {
@@ -44,6 +49,8 @@ impl Default for CsvOptions {
             dtype: DType::Float32,
             data_name: "data".into(),
             label_name: "softmax_label".into(),
+            num_parts: 1,
+            part_index: 0,
         }
     }
 }
@@ -142,8 +149,33 @@ impl CsvIter {
                 (opts.label_shape.as_slice(), opts.dtype),
             ],
         )?;
+        if opts.num_parts == 0 || opts.part_index >= opts.num_parts {
+            return Err(Error::invalid(
+                format!("{what}: part_index/num_parts"),
+                "num_parts >= 1 and 0 <= part_index < num_parts",
+                format!(
+                    "part_index={}, num_parts={}",
+                    opts.part_index, opts.num_parts
+                ),
+            ));
+        }
         let width: usize = opts.data_shape.iter().product();
-        let (n, values) = read_csv(&opts.data_csv, width)?;
+        let (total, values) = read_csv(&opts.data_csv, width)?;
+        // Contiguous parts, split as MNISTIter splits its images.
+        let part = |p: usize| (total as f64 / opts.num_parts as f64 * p as f64) as usize;
+        let (start, end) = (part(opts.part_index), part(opts.part_index + 1));
+        let n = end - start;
+        let values = values
+            .get(start * width..end * width)
+            .map(<[f64]>::to_vec)
+            .unwrap_or_default();
+        if total > 0 && n == 0 {
+            return Err(Error::invalid(
+                format!("{what}: num_parts"),
+                format!("at most the {total} rows of {}", opts.data_csv),
+                opts.num_parts.to_string(),
+            ));
+        }
         if n == 0 {
             return Err(Error::invalid(
                 format!("{what}: data_csv {}", opts.data_csv),
@@ -163,13 +195,17 @@ impl CsvIter {
             None => NDArray::zeros(&batch_shape(n, label_sample), opts.dtype),
             Some(path) => {
                 let (m, lv) = read_csv(path, lwidth)?;
-                if m != n {
+                if m != total {
                     return Err(Error::invalid(
                         format!("{what}: label_csv {path}"),
-                        format!("{n} rows, as data_csv {} has", opts.data_csv),
+                        format!("{total} rows, as data_csv {} has", opts.data_csv),
                         format!("{m} rows"),
                     ));
                 }
+                let lv = lv
+                    .get(start * lwidth..end * lwidth)
+                    .map(<[f64]>::to_vec)
+                    .unwrap_or_default();
                 NDArray::from_f64_slice(&batch_shape(n, label_sample), &lv, opts.dtype)?
             }
         };

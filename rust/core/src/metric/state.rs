@@ -103,6 +103,27 @@ impl Welford {
         moments(p, self.n, &mut self.mean_p, &mut self.sse_p);
     }
 
+    /// Pools another stream's moments into these (Chan et al.'s parallel update), as if
+    /// this stream had also seen the other's samples.
+    pub(super) fn merge(&mut self, o: &Welford) {
+        if o.n == 0.0 {
+            return;
+        }
+        if self.n == 0.0 {
+            *self = *o;
+            return;
+        }
+        let n = self.n + o.n;
+        let (dl, dp) = (o.mean_l - self.mean_l, o.mean_p - self.mean_p);
+        let f = self.n * o.n / n;
+        self.sse_l += o.sse_l + dl * dl * f;
+        self.sse_p += o.sse_p + dp * dp * f;
+        self.cov += o.cov + dl * dp * f;
+        self.mean_l += dl * o.n / n;
+        self.mean_p += dp * o.n / n;
+        self.n = n;
+    }
+
     pub(super) fn r(&self) -> f64 {
         let d = self.n - 1.0;
         self.cov / (d * (self.sse_p / d).sqrt() * (self.sse_l / d).sqrt())

@@ -255,7 +255,8 @@ impl Module {
 
     /// Evaluates `metric` (reset first) over `eval` (reset first), at most `num_batch`
     /// batches (`None`: all), with `forward(is_train=false)`. Padded samples of a batch are
-    /// excluded from the metric. Returns the metric's `[(name, value)]`.
+    /// excluded from the metric. Returns the metric's `[(name, value)]` (pooled over the
+    /// workers of a [collective](Module::set_collective)).
     pub fn score(
         &mut self,
         eval: &mut dyn crate::io::DataIter,
@@ -263,7 +264,8 @@ impl Module {
         num_batch: Option<usize>,
     ) -> Result<Vec<(String, f64)>> {
         self.score_batches(eval, metric, num_batch, 0, None)?;
-        Ok(metric.get())
+        // With several workers, each scored its part: the value is the pooled one.
+        self.pooled_metric(metric, false)
     }
 
     /// `score`'s pass: the number of batches run; `batch_end` is called after each with
@@ -472,7 +474,7 @@ impl FitSteps for CoreFit<'_, '_, '_> {
     }
 
     fn end_epoch(&mut self, epoch: usize, seconds: f64) -> Result<()> {
-        let train = self.eval_metric.get_global();
+        let train = self.module.pooled_metric(&self.eval_metric, true)?;
         if self.module.execs.len() > 1 {
             // MXNet syncs the averaged params (aux states included) back to every device.
             let (a, x) = self.module.get_params()?;
@@ -513,8 +515,9 @@ impl FitSteps for CoreFit<'_, '_, '_> {
                 eval_metric: &self.validation_metric,
             });
         }
+        let validation = self.module.pooled_metric(&self.validation_metric, false)?;
         if let Some(r) = self.records.last_mut() {
-            r.validation = self.validation_metric.get();
+            r.validation = validation;
         }
         Ok(())
     }

@@ -37,6 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub mod bucketing;
 mod checkpoint;
+mod collective;
 mod exec_group;
 mod fit;
 mod options;
@@ -44,6 +45,7 @@ mod params;
 pub mod run_loop;
 
 pub use checkpoint::{params_path, states_path};
+pub use collective::{check_same_on_all, Collective, CommStats, ThreadGroup, DEFAULT_BUCKET_BYTES};
 pub use exec_group::split_input_slice;
 use exec_group::*;
 pub use fit::*;
@@ -99,6 +101,14 @@ pub struct Module {
     monitor: Option<MonitorFactory>,
     /// Raised by another thread to stop fit / score / predict between batches.
     interrupt: Option<Arc<AtomicBool>>,
+    /// The workers of data-parallel training (see [`Module::set_collective`]).
+    collective: Option<Arc<dyn Collective>>,
+    /// Bucket size of the gradient sums over workers.
+    bucket_bytes: usize,
+    /// Reused buffer of the buckets that pack several arrays.
+    fusion: Vec<f32>,
+    /// The cost of the gradient sums so far.
+    comm: CommStats,
 }
 
 /// Makes one monitor callback per executor (installed again after every bind / reshape).
@@ -207,6 +217,10 @@ impl Module {
             forwarded: false,
             warnings,
             monitor: None,
+            collective: None,
+            bucket_bytes: DEFAULT_BUCKET_BYTES,
+            fusion: Vec::new(),
+            comm: CommStats::default(),
         })
     }
 
@@ -448,8 +462,10 @@ impl Module {
     }
 
     /// Installs `optimizer` (shared). With `reset_optimizer`, sets `rescale_grad = 1/batch`
-    /// (the total over all contexts) and the index→name map (index = position in
-    /// [`param_names`](Self::param_names)).
+    /// (the total over all contexts, times the number of workers of a
+    /// [collective](Self::set_collective)) and the index→name map (index = position in
+    /// [`param_names`](Self::param_names)). With several workers, first checks that they
+    /// hold the same parameters and gives them rank 0's values.
     pub fn init_optimizer(
         &mut self,
         optimizer: Arc<Mutex<Optimizer>>,
@@ -463,6 +479,8 @@ impl Module {
             return Ok(());
         }
         self.need_params("init_optimizer")?;
+        // Every worker starts from rank 0's parameters (MXNet's kvstore init + pull).
+        self.broadcast_params("module.init_optimizer")?;
         {
             // The symbol's __lr_mult__ / __wd_mult__ attributes apply to every optimizer the
             // module gets, one made by name or a value (under the multipliers it was given).
@@ -471,7 +489,10 @@ impl Module {
         }
         if opts.reset_optimizer {
             let mut o = lock_opt(&optimizer);
-            o.set_rescale_grad(1.0 / self.batch_size.max(1) as f64)?;
+            // The gradients are summed over the devices and the workers: MXNet's Module
+            // rescales by 1 / (batch × num_workers) under a dist kvstore.
+            let total = self.batch_size.max(1) * self.num_workers();
+            o.set_rescale_grad(1.0 / total as f64)?;
             o.set_idx2name(
                 self.param_names
                     .iter()
@@ -508,7 +529,8 @@ impl Module {
         Ok((lr, wd))
     }
 
-    /// Shares `other`'s optimizer and its states.
+    /// Shares `other`'s optimizer and its states (and its workers: a bucket's module sums its
+    /// gradients over the same collective).
     pub fn borrow_optimizer(&mut self, other: &Module) -> Result<()> {
         let o = other
             .optimizer
@@ -516,6 +538,8 @@ impl Module {
             .ok_or_else(|| lifecycle("borrow_optimizer", "init_optimizer on the shared module"))?;
         self.optimizer = Some(o);
         self.states = other.states.clone();
+        self.collective = other.collective.clone();
+        self.bucket_bytes = other.bucket_bytes;
         Ok(())
     }
 
@@ -677,8 +701,9 @@ impl Module {
         }
     }
 
-    /// Sums every non-fixed parameter's gradient over the devices, applies the optimizer
-    /// once (index = position in `param_names`) and copies the new weight to every device.
+    /// Sums every non-fixed parameter's gradient over the devices (and over the workers of a
+    /// [collective](Self::set_collective)), applies the optimizer once (index = position in
+    /// `param_names`) and copies the new weight to every device.
     pub fn update(&mut self) -> Result<()> {
         self.need_bound("update")?;
         self.need_params("update")?;
@@ -686,6 +711,9 @@ impl Module {
             .optimizer
             .clone()
             .ok_or_else(|| lifecycle("update", "init_optimizer"))?;
+        if let Some(c) = self.distributed() {
+            return self.update_distributed(c.as_ref(), &opt);
+        }
         let mut o = lock_opt(&opt);
         let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
         for (i, name) in self.param_names.iter().enumerate() {
@@ -705,24 +733,9 @@ impl Module {
                 Some(g) => g,
                 None => continue,
             };
-            let Some((first, rest)) = self.execs.split_first_mut() else {
-                continue;
-            };
             // Updated in place on the first device (one device: no copy at all), then shared
             // with the others.
-            let weight = first.arg_mut(name)?;
-            let state = match states.get_mut(&i) {
-                Some(s) => s,
-                None => {
-                    let s = o.create_state(i, weight)?;
-                    states.entry(i).or_insert(s)
-                }
-            };
-            o.update(i, weight, &grad, state)?;
-            let weight = weight.clone();
-            for exe in rest {
-                exe.set_arg(name, weight.clone())?;
-            }
+            collective::apply_one(&mut self.execs, &mut o, &mut states, i, name, &grad)?;
         }
         Ok(())
     }

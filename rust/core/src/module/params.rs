@@ -217,7 +217,8 @@ impl Module {
         self.params_initialized = true;
         self.held_args = None;
         self.held_aux = None;
-        Ok(())
+        // With several workers, every one continues from rank 0's values.
+        self.broadcast_params("module.init_params")
     }
 
     /// Sets parameters (SPEC §8): with `allow_missing`, a missing parameter keeps its value on an
