@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import abc
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,8 +18,13 @@ from ._maps import FrozenMap
 from ._opts import REQUIRED, documented, opt, parse_opts
 from .ndarray import NDArray, as_ndarray, dtype_name
 
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
-def _int(fname, key, value, minimum=0):
+    from ._types import DataBatchOptions, DataDescOptions, DescLike, Shape
+
+
+def _int(fname: str, key: str, value: Any, minimum: int = 0) -> int:
     """``value`` as an int >= ``minimum`` (bool and non-integers are TypeErrors)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f'{fname}: "{key}" must be an int, got {type(value).__name__} {value!r}')
@@ -27,7 +33,7 @@ def _int(fname, key, value, minimum=0):
     return int(value)
 
 
-def _shape(fname, key, shape):
+def _shape(fname: str, key: str, shape: Any) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints (lists accepted)."""
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         shape = (shape,)
@@ -36,7 +42,7 @@ def _shape(fname, key, shape):
     return tuple(_int(fname, key, d) for d in shape)
 
 
-def _seed(fname, seed):
+def _seed(fname: str, seed: Any) -> int | None:
     return None if seed is None else _int(fname, "seed", seed)
 
 
@@ -57,7 +63,7 @@ class DataDesc(FrozenMap):
     dtype = property(lambda self: self["dtype"])
     layout = property(lambda self: self["layout"])
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (DataDesc, (dict(self),))
 
 
@@ -70,7 +76,8 @@ _DESC_OPTS = {
 
 
 @documented(_DESC_OPTS)
-def data_desc(name, shape=None, opts=None, /, **kw) -> DataDesc:
+def data_desc(name: str | DataDescOptions | Mapping[str, Any], shape: Shape | int | Mapping[str, Any] | None = None,
+              opts: Mapping[str, Any] | None = None, /, **kw: Any) -> DataDesc:
     """Describes one input: ``data_desc(name, shape, opts)`` or ``data_desc({"name", "shape", ...})``.
 
     The default layout depends on the rank (1–5: ``N``, ``NC``, ``NTC``, ``NCHW``,
@@ -110,7 +117,7 @@ def data_desc(name, shape=None, opts=None, /, **kw) -> DataDesc:
     return DataDesc(name=o["name"], shape=shp, dtype=dtype_name(o["dtype"], fname), layout=layout)
 
 
-def as_data_desc(x) -> DataDesc:
+def as_data_desc(x: DescLike) -> DataDesc:
     """A DataDesc from a DataDesc, a map with ``name`` and ``shape``, or a ``(name, shape)``
     pair (the forms ``module.bind`` accepts).
 
@@ -128,7 +135,7 @@ def as_data_desc(x) -> DataDesc:
                     f"(name, shape) pair, got {type(x).__name__} {x!r}")
 
 
-def batch_axis(desc) -> int:
+def batch_axis(desc: DescLike) -> int:
     """The batch axis of a desc: where its layout has ``N``; 0 without a layout; -1 for a
     layout without ``N`` (MXNet's rule: the whole array goes to every device).
 
@@ -157,7 +164,7 @@ class DataBatch(FrozenMap):
     provide_data = property(lambda self: self["provide_data"])
     provide_label = property(lambda self: self["provide_label"])
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (DataBatch, (dict(self),))
 
 
@@ -172,7 +179,7 @@ _BATCH_OPTS = {
 }
 
 
-def _array_list(fname, key, xs):
+def _array_list(fname: str, key: str, xs: Any) -> list[NDArray] | None:
     if xs is None:
         return None
     if isinstance(xs, (NDArray, np.ndarray)):
@@ -183,7 +190,7 @@ def _array_list(fname, key, xs):
 
 
 @documented(_BATCH_OPTS)
-def data_batch(opts=None, /, **kw) -> DataBatch:
+def data_batch(opts: DataBatchOptions | Mapping[str, Any] | None = None, /, **kw: Any) -> DataBatch:
     """A batch for ``module.forward`` and friends.
 
     %OPTIONS%
@@ -204,32 +211,32 @@ def data_batch(opts=None, /, **kw) -> DataBatch:
                      pad=_int(fname, "pad", o["pad"]), index=o["index"], bucket_key=o["bucket_key"], **descs)
 
 
-def _field(b, key):
+def _field(b: Any, key: str) -> Any:
     return b[key] if isinstance(b, Mapping) else getattr(b, key)
 
 
-def batch_data(b) -> list:
+def batch_data(b: Any) -> list[NDArray]:
     """The data arrays of a batch (a DataBatch, a map, or an MXNet-style object)."""
     return _field(b, "data")
 
 
-def batch_label(b):
+def batch_label(b: Any) -> list[NDArray] | None:
     """The label arrays of a batch (None or [] without labels)."""
     return b.get("label") if isinstance(b, Mapping) else getattr(b, "label", None)
 
 
-def batch_pad(b) -> int:
+def batch_pad(b: Any) -> int:
     """How many samples at the end of a batch are padding."""
     p = b.get("pad", 0) if isinstance(b, Mapping) else getattr(b, "pad", 0)
     return p or 0
 
 
-def batch_index(b):
+def batch_index(b: Any) -> Any:
     """The source index of every sample of a batch (a numpy int64 array), or None."""
     return b.get("index") if isinstance(b, Mapping) else getattr(b, "index", None)
 
 
-def batch_bucket_key(b):
+def batch_bucket_key(b: Any) -> Any:
     """The bucket key of a batch, or None."""
     return b.get("bucket_key") if isinstance(b, Mapping) else getattr(b, "bucket_key", None)
 
@@ -242,38 +249,38 @@ class DataIter(abc.ABC):
     ``batch_size``, ``default_bucket_key`` are what the ``mx.io`` functions use, so an object
     with the same members works with them too."""
 
-    batch_size = 0
-    default_bucket_key = None
+    batch_size: int = 0
+    default_bucket_key: Any = None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[DataBatch]:
         return self
 
-    def __next__(self):
+    def __next__(self) -> DataBatch:
         return self.next()
 
     @abc.abstractmethod
-    def next(self):
+    def next(self) -> DataBatch:
         """The next batch (a DataBatch); StopIteration at the end of the epoch."""
 
     @abc.abstractmethod
     def has_next(self) -> bool:
         """Whether another batch is left in this epoch."""
 
-    def reset(self):
+    def reset(self) -> Self:
         return self
 
     # The descs a subclass sets (or it overrides the properties).
-    _pd = ()
-    _pl = ()
+    _pd: Sequence[DataDesc] = ()
+    _pl: Sequence[DataDesc] = ()
 
     @property
-    def provide_data(self) -> list:
+    def provide_data(self) -> list[DataDesc]:
         return list(self._pd)
 
     @property
-    def provide_label(self) -> list:
+    def provide_label(self) -> list[DataDesc]:
         return list(self._pl)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         names = [d["name"] for d in self.provide_data + self.provide_label]
         return f"<{type(self).__name__} batch_size={self.batch_size} inputs={names}>"

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ._errors import MXFNError
@@ -10,7 +12,7 @@ from ._errors import MXFNError
 DTYPES = ("float32", "float64", "float16", "uint8", "int8", "int32", "int64")
 
 
-def dtype_name(dtype, fname="nd") -> str:
+def dtype_name(dtype: Any, fname: str = "nd") -> str:
     """The mxfn dtype name of ``dtype`` (a name, numpy dtype or numpy scalar type).
 
     Returns:

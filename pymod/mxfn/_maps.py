@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any, NoReturn
 
 
-class FrozenMap(Mapping):
+class FrozenMap(Mapping[Any, Any]):
     """A read-only dict: reading works like a dict, every kind of writing raises TypeError.
 
     Built like ``dict`` (from a mapping, from ``(key, value)`` pairs and/or keywords) and
@@ -29,37 +30,38 @@ class FrozenMap(Mapping):
 
     # __slots__ leaves no instance __dict__ to write into; __setattr__ guards the slot.
     __slots__ = ("_d",)
+    _d: dict[Any, Any]
 
-    def __init__(self, items=(), /, **kw):
+    def __init__(self, items: Any = (), /, **kw: Any) -> None:
         object.__setattr__(self, "_d", dict(items, **kw))
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> Any:
         return self._d[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._d)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._d)
 
-    def __contains__(self, key):
+    def __contains__(self, key: object) -> bool:
         return key in self._d
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return repr(self._d)
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise TypeError(f"'FrozenMap' object is read-only; cannot set attribute {name!r}")
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> NoReturn:
         raise TypeError(f"'FrozenMap' object is read-only; cannot delete attribute {name!r}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         # The default slot-based pickling would restore state through __setattr__.
         return (FrozenMap, (self._d,))
 
 
-def frozen(mapping=None) -> FrozenMap:
+def frozen(mapping: Mapping[Any, Any] | None = None) -> FrozenMap:
     """Return ``mapping`` as a FrozenMap (None gives an empty one; a FrozenMap is returned as is).
 
     Returns:

@@ -6,6 +6,8 @@ registry entry, and how parameter values are written into MXNet attributes. ``nd
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +17,7 @@ from . import _native
 OPS = _native.op_list()
 
 
-def attr_str(v) -> str:
+def attr_str(v: Any) -> str:
     """A parameter value as MXNet's Python frontend writes it into attrs."""
     if isinstance(v, bool):
         return "True" if v else "False"
@@ -32,12 +34,12 @@ def attr_str(v) -> str:
     raise TypeError(f"operator parameter value must be a number, bool, str, tuple or None, got {type(v).__name__} {v!r}")
 
 
-def _plain(x):
+def _plain(x: Any) -> Any:
     # numpy scalars print like Python numbers in MXNet's attrs ("2", not "np.int64(2)").
     return x.item() if hasattr(x, "item") and not isinstance(x, (int, float)) else x
 
 
-def op_doc(info, imperative=False):
+def op_doc(info: _native.OpInfo, imperative: bool = False) -> str:
     """The docstring of a generated operator function, from the registry entry."""
     lines = [info["doc"], "", "Parameters (MXNet attributes; snake_case or kebab-case keys):"]
     for pname, kind, default, pdoc in info["params"]:
@@ -54,10 +56,10 @@ def op_doc(info, imperative=False):
 ALIASES = {"split": "SliceChannel"}
 
 
-def op_functions(make):
+def op_functions(make: Callable[[_native.OpInfo], Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
     """``{python name: function}`` for every registry op: its snake_case name, its MXNet
     name(s) (for MXNet habits: ``FullyConnected``) and ``ALIASES``; ``make(info)`` builds one."""
-    out = {}
+    out: dict[str, Callable[..., Any]] = {}
     for info in OPS:
         f = make(info)
         f.__name__ = info["py_name"]

@@ -6,9 +6,9 @@ import difflib
 import numbers
 import re
 import reprlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ._errors import MXFNError
 from ._maps import FrozenMap
@@ -19,15 +19,17 @@ class _Required:
 
     __slots__ = ()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "REQUIRED"
 
-    def __reduce__(self):
+    def __reduce__(self) -> str:
         # copy, deepcopy and pickle give back the one instance, so `is REQUIRED` keeps working.
         return "REQUIRED"
 
 
 REQUIRED = _Required()
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -40,12 +42,13 @@ class OptSpec:
     """
 
     default: Any
-    types: tuple | None
+    types: tuple[type, ...] | None
     doc: str
-    aliases: tuple
+    aliases: tuple[str, ...]
 
 
-def opt(default, types=None, doc="", aliases=()) -> OptSpec:
+def opt(default: Any, types: type | tuple[type, ...] | None = None, doc: str = "",
+        aliases: str | Iterable[str] = ()) -> OptSpec:
     """Declare one option; ``default=REQUIRED`` makes it required.
 
     Returns:
@@ -85,7 +88,8 @@ def normalize_key(key: str) -> str:
     return _CAMEL_BOUNDARY.sub("_", key.replace("-", "_")).lower()
 
 
-def parse_opts(fname: str, spec: dict, opts=None, kw=None) -> FrozenMap:
+def parse_opts(fname: str, spec: Mapping[str, OptSpec], opts: Mapping[str, Any] | None = None,
+               kw: Mapping[str, Any] | None = None) -> FrozenMap:
     """Merge an options mapping and keywords, check them against ``spec`` and fill defaults.
 
     Keys may be snake_case, kebab-case, camelCase or a declared alias. Keywords win over the
@@ -127,7 +131,7 @@ def parse_opts(fname: str, spec: dict, opts=None, kw=None) -> FrozenMap:
 
     given = {}
     for source in (opts, kw):
-        spelled = {}
+        spelled: dict[str, str] = {}
         for key, value in source.items():
             canonical = names[normalize_key(key)]
             if canonical in spelled:
@@ -149,7 +153,7 @@ def parse_opts(fname: str, spec: dict, opts=None, kw=None) -> FrozenMap:
     return FrozenMap((key, given.get(key, s.default)) for key, s in spec.items())
 
 
-def doc_options(spec: dict, indent: int = 0) -> str:
+def doc_options(spec: Mapping[str, OptSpec], indent: int = 0) -> str:
     """Render ``spec`` as a docstring's ``Options:`` section: ``key (type, default): doc`` lines.
 
     Returns:
@@ -176,16 +180,16 @@ def doc_options(spec: dict, indent: int = 0) -> str:
 
 
 
-def documented(spec: dict):
+def documented(spec: Mapping[str, OptSpec]) -> Callable[[_F], _F]:
     """Decorator: puts ``spec``'s ``Options:`` section (``doc_options``, indented 4) where the
     function's docstring says ``%OPTIONS%``."""
-    def deco(f):
-        f.__doc__ = f.__doc__.replace("    %OPTIONS%", doc_options(spec, 4))
+    def deco(f: _F) -> _F:
+        f.__doc__ = (f.__doc__ or "").replace("    %OPTIONS%", doc_options(spec, 4))
         return f
     return deco
 
 
-def _accepts(s: OptSpec, value) -> bool:
+def _accepts(s: OptSpec, value: Any) -> bool:
     """Whether ``value`` is allowed for option ``s``."""
     if s.types is None or (value is None and s.default is None):
         return True
@@ -213,7 +217,8 @@ def _type_text(s: OptSpec) -> str:
     return " or ".join(names)
 
 
-def _unknown_message(fname: str, key: str, names: dict, spec: dict) -> str:
+def _unknown_message(fname: str, key: str, names: Mapping[str, str],
+                     spec: Mapping[str, OptSpec]) -> str:
     """The error text for an unknown option, suggesting the closest valid names."""
     wanted = normalize_key(key)
     scores = {name: difflib.SequenceMatcher(None, wanted, name).ratio() for name in names}
@@ -228,7 +233,7 @@ def _unknown_message(fname: str, key: str, names: dict, spec: dict) -> str:
     return f'{fname}: unknown option "{key}"; {fname} takes no options'
 
 
-def _quoted(words, conjunction: str) -> str:
+def _quoted(words: Iterable[str], conjunction: str) -> str:
     """``"a"``, ``"a" or "b"``, ``"a", "b" or "c"``."""
     quoted = [f'"{w}"' for w in words]
     if len(quoted) == 1:

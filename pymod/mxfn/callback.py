@@ -11,13 +11,21 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ._errors import MXFNError
 from ._maps import FrozenMap
 from . import _module, metric as mt, ndarray as nd, symbol as sym
 from ._opts import doc_options, opt, parse_opts
 from .context import cpu
+
+if TYPE_CHECKING:
+    from ._module import Module
+    from ._types import PathLike
+    from .metric import _Metric
+    from .ndarray import NDArray
+    from .symbol import Symbol
 
 _LOG = logging.getLogger("mxfn")
 
@@ -37,11 +45,12 @@ class BatchEndParam(FrozenMap):
     eval_metric = property(lambda self: self["eval_metric"])
     locals = property(lambda self: self["locals"])
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (BatchEndParam, (dict(self),))
 
 
-def batch_end_param(epoch, nbatch, eval_metric=None, locals=None) -> BatchEndParam:  # noqa: A002
+def batch_end_param(epoch: int, nbatch: int, eval_metric: _Metric | None = None,
+                    locals: dict[str, Any] | None = None) -> BatchEndParam:  # noqa: A002
     """Builds a ``BatchEndParam``.
 
     Example:
@@ -53,16 +62,16 @@ def batch_end_param(epoch, nbatch, eval_metric=None, locals=None) -> BatchEndPar
                          locals={} if locals is None else locals)
 
 
-def _field(p, key):
+def _field(p: Any, key: str) -> Any:
     """A field of a BatchEndParam, a plain map or an MXNet-style namedtuple."""
     return p.get(key) if isinstance(p, Mapping) else getattr(p, key, None)
 
 
-def _name_values(metric):
+def _name_values(metric: _Metric) -> list[tuple[str, float]]:
     return mt.get_name_value(metric)
 
 
-def _positive_int(fname, key, value):
+def _positive_int(fname: str, key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f'{fname}: "{key}" must be an int, got {type(value).__name__} {value!r}')
     if value < 1:
@@ -81,7 +90,7 @@ SPEEDOMETER_OPTS = {
 class Speedometer:
     """MXNet's Speedometer: every ``frequent`` batches logs the speed and the metric."""
 
-    def __init__(self, batch_size, frequent, auto_reset):
+    def __init__(self, batch_size: int, frequent: int, auto_reset: bool) -> None:
         self.batch_size = batch_size
         self.frequent = frequent
         self.auto_reset = auto_reset
@@ -89,7 +98,7 @@ class Speedometer:
         self.tic = 0.0
         self.last_count = 0
 
-    def __call__(self, param):
+    def __call__(self, param: Any) -> None:
         count = _field(param, "nbatch")
         if self.last_count > count:  # a new epoch started
             self.init = False
@@ -115,7 +124,8 @@ class Speedometer:
         self.tic = time.time()
 
 
-def speedometer(batch_size, frequent=50, opts=None, **kw) -> Speedometer:
+def speedometer(batch_size: int, frequent: int = 50, opts: Mapping[str, Any] | None = None,
+                **kw: Any) -> Speedometer:
     """A batch-end callback that logs the training speed and metric every ``frequent`` batches.
 
     The line is ``Epoch[0] Batch [50]\\tSpeed: 1234.56 samples/sec\\taccuracy=0.900000``
@@ -141,7 +151,7 @@ def speedometer(batch_size, frequent=50, opts=None, **kw) -> Speedometer:
     return Speedometer(batch_size, _positive_int(fname, "frequent", frequent), o["auto_reset"])
 
 
-speedometer.__doc__ = speedometer.__doc__.replace("%OPTIONS%", doc_options(SPEEDOMETER_OPTS, 4).lstrip())
+speedometer.__doc__ = (speedometer.__doc__ or "").replace("%OPTIONS%", doc_options(SPEEDOMETER_OPTS, 4).lstrip())
 
 
 # -- progress bar ---------------------------------------------------------------------------
@@ -159,20 +169,20 @@ PROGRESS_BAR_OPTS = {
 class ProgressBar:
     """A batch-end callback drawing one tqdm bar per epoch; ``close()`` ends the current bar."""
 
-    def __init__(self, o):
+    def __init__(self, o: Mapping[str, Any]) -> None:
         self.o = o
-        self.bar = None
-        self.epoch = None
+        self.bar: Any = None  # the tqdm bar of the current epoch
+        self.epoch: int | None = None
         self.last = -1
 
-    def _open(self, epoch):
+    def _open(self, epoch: int) -> None:
         from tqdm import tqdm
         self.close()
         self.epoch = epoch
         self.bar = tqdm(total=self.o["total"], desc=f"{self.o['desc']}[{epoch}]", leave=self.o["leave"],
                         file=self.o["file"], mininterval=self.o["mininterval"], unit="batch")
 
-    def __call__(self, param):
+    def __call__(self, param: Any) -> None:
         epoch, nbatch = _field(param, "epoch"), _field(param, "nbatch")
         if self.bar is None or epoch != self.epoch or nbatch <= self.last:
             self._open(epoch)
@@ -186,14 +196,14 @@ class ProgressBar:
         if self.o["total"] is not None and nbatch + 1 >= self.o["total"]:
             self.close()
 
-    def close(self):
+    def close(self) -> ProgressBar:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
         return self
 
 
-def progress_bar(opts=None, /, **kw) -> ProgressBar:
+def progress_bar(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> ProgressBar:
     """A batch-end callback showing a tqdm progress bar per epoch (MXNet's ``ProgressBar``).
 
     A new bar starts when the epoch changes or ``nbatch`` goes back; with ``total`` the bar
@@ -223,12 +233,14 @@ def progress_bar(opts=None, /, **kw) -> ProgressBar:
     return ProgressBar(o)
 
 
-progress_bar.__doc__ = progress_bar.__doc__.replace("%OPTIONS%", doc_options(PROGRESS_BAR_OPTS, 4).lstrip())
+progress_bar.__doc__ = (progress_bar.__doc__ or "").replace("%OPTIONS%", doc_options(PROGRESS_BAR_OPTS, 4).lstrip())
 
 
 # -- checkpoints ----------------------------------------------------------------------------
 
-def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params) -> None:
+def save_checkpoint(prefix: PathLike, epoch: int, symbol: Symbol | None,
+                    arg_params: Mapping[str, NDArray] | None,
+                    aux_params: Mapping[str, NDArray] | None) -> None:
     """Writes ``prefix-symbol.json`` (when ``symbol`` is not None) and ``prefix-%04d.params``
     (``arg:name`` / ``aux:name`` entries) like MXNet's ``mx.model.save_checkpoint``; each file
     is written atomically.
@@ -249,7 +261,7 @@ def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params) -> None:
     _LOG.info('Saved checkpoint to "%s"', fname)
 
 
-def do_checkpoint(prefix, period=1):
+def do_checkpoint(prefix: PathLike, period: int = 1) -> Callable[..., None]:
     """An epoch-end callback saving a checkpoint every ``period`` epochs.
 
     Epoch ``e`` (0-based) is saved as number ``e + 1`` — ``prefix-symbol.json`` and
@@ -270,14 +282,16 @@ def do_checkpoint(prefix, period=1):
     """
     period = max(1, int(period))
 
-    def _callback(epoch, symbol=None, arg_params=None, aux_params=None):
+    def _callback(epoch: int, symbol: Symbol | None = None, arg_params: Mapping[str, NDArray] | None = None,
+                  aux_params: Mapping[str, NDArray] | None = None) -> None:
         if (epoch + 1) % period == 0:
             save_checkpoint(prefix, epoch + 1, symbol, arg_params, aux_params)
 
     return _callback
 
 
-def module_checkpoint(mod, prefix, period=1, save_optimizer_states=False):
+def module_checkpoint(mod: Module, prefix: str, period: int = 1,
+                      save_optimizer_states: bool = False) -> Callable[..., None]:
     """An epoch-end callback calling ``module.save_checkpoint(mod, prefix=prefix, epoch=e + 1,
     save_opt_states=save_optimizer_states)`` when ``(e + 1) % period == 0`` (MXNet's
     ``module_checkpoint``); the callback's other arguments are ignored.
@@ -287,14 +301,14 @@ def module_checkpoint(mod, prefix, period=1, save_optimizer_states=False):
     """
     period = max(1, int(period))
 
-    def _callback(epoch, symbol=None, arg_params=None, aux_params=None):
+    def _callback(epoch: int, symbol: Any = None, arg_params: Any = None, aux_params: Any = None) -> None:
         if (epoch + 1) % period == 0:
             _module.save_checkpoint(mod, prefix=prefix, epoch=epoch + 1, save_opt_states=bool(save_optimizer_states))
 
     return _callback
 
 
-def log_train_metric(period, auto_reset=False):
+def log_train_metric(period: int, auto_reset: bool = False) -> Callable[[Any], None]:
     """A batch-end callback logging ``Iter[epoch] Batch[nbatch] Train-name=value`` every
     ``period`` batches (MXNet's ``log_train_metric``); ``auto_reset`` resets the metric's
     local values after logging.
@@ -307,7 +321,7 @@ def log_train_metric(period, auto_reset=False):
     """
     period = _positive_int("callback.log_train_metric", "period", period)
 
-    def _callback(param):
+    def _callback(param: Any) -> None:
         metric = _field(param, "eval_metric")
         if _field(param, "nbatch") % period == 0 and metric is not None:
             for name, value in _name_values(metric):

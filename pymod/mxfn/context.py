@@ -6,6 +6,7 @@ import numbers
 import re
 import threading
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from ._errors import MXFNError
 
@@ -34,26 +35,26 @@ class Context:
     device_type: str
     device_id: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.device_type, str) or self.device_type not in _DEV_TYPE_CODES:
             raise MXFNError(f'context.Context: device_type must be "cpu" or "gpu", '
                             f"got {self.device_type!r}")
         # Frozen dataclass: object.__setattr__ is how __post_init__ stores the plain int.
         object.__setattr__(self, "device_id", _device_id("context.Context", self.device_id))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{self.device_type}({self.device_id})"
 
-    def __enter__(self):
+    def __enter__(self) -> Context:
         _default_stack().append(self)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         _default_stack().pop()
         return False
 
 
-def cpu(device_id=0) -> Context:
+def cpu(device_id: int = 0) -> Context:
     """The CPU context number ``device_id`` (a logical device: each gets its own executor).
 
     Returns:
@@ -66,7 +67,7 @@ def cpu(device_id=0) -> Context:
     return Context("cpu", _device_id("context.cpu", device_id))
 
 
-def gpu(device_id=0) -> Context:
+def gpu(device_id: int = 0) -> Context:
     """The GPU context number ``device_id``; binding to it raises when there is no GPU backend.
 
     Returns:
@@ -125,7 +126,7 @@ def num_gpus() -> int:
 _CONTEXT_TEXT = re.compile(r"\s*(cpu|gpu)\s*(?:\(\s*(\d+)\s*\))?\s*")
 
 
-def as_context(x, fname="context.as_context") -> Context:
+def as_context(x: Context | str | None, fname: str = "context.as_context") -> Context:
     """Read ``x`` as a Context: a Context, ``"cpu"``, ``"cpu(1)"``, ``"gpu(0)"`` or None (default).
 
     ``fname`` names the calling function in the error message.
@@ -149,7 +150,7 @@ def as_context(x, fname="context.as_context") -> Context:
                     f"got {type(x).__name__} {x!r}")
 
 
-def dev_type_code(ctx) -> int:
+def dev_type_code(ctx: Context | str | None) -> int:
     """MXNet's device type code of ``ctx`` (cpu 1, gpu 2), as written in .params files.
 
     ``ctx`` is anything ``as_context`` accepts.
@@ -164,10 +165,10 @@ def dev_type_code(ctx) -> int:
     return _DEV_TYPE_CODES[as_context(ctx, "context.dev_type_code").device_type]
 
 
-def _device_id(fname: str, value) -> int:
+def _device_id(fname: str, value: Any) -> int:
     """``value`` as a plain int device id, or MXFNError naming ``fname`` when it is not one."""
     # bool is an int subclass, but cpu(True) is a mistake; numpy ints are fine.
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0:
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool) and int(value) >= 0:
         return int(value)
     raise MXFNError(f"{fname}: device_id must be a non-negative int, "
                     f"got {type(value).__name__} {value!r}")
@@ -177,7 +178,7 @@ def _device_id(fname: str, value) -> int:
 _local = threading.local()
 
 
-def _default_stack() -> list:
+def _default_stack() -> list[Context]:
     """This thread's stack of contexts entered with ``with``."""
     if not hasattr(_local, "stack"):
         _local.stack = []

@@ -11,8 +11,57 @@ works: ``c.fit(train, num_epoch=2)(mod)`` is ``m.fit(mod, train, num_epoch=2)`` 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import module as _module
+
+if TYPE_CHECKING:
+    # The NO_MODULE functions, which _build() installs unchanged.
+    from ._fit import fit_params  # noqa: F401
+    from ._module import bucketing_module, load_checkpoint, module  # noqa: F401
+
+    # What _build() installs, for type checkers and editors: each MODULE_FIRST name takes the
+    # arguments after the module and returns a function of the module.
+    _Curried = Callable[..., Callable[[Any], Any]]
+    data_names: _Curried
+    label_names: _Curried
+    output_names: _Curried
+    data_shapes: _Curried
+    label_shapes: _Curried
+    output_shapes: _Curried
+    symbol: _Curried
+    contexts: _Curried
+    bind: _Curried
+    init_params: _Curried
+    init_optimizer: _Curried
+    forward: _Curried
+    backward: _Curried
+    forward_backward: _Curried
+    update: _Curried
+    update_metric: _Curried
+    outputs: _Curried
+    outputs_merged: _Curried
+    input_grads: _Curried
+    input_grads_merged: _Curried
+    grad_arrays: _Curried
+    get_params: _Curried
+    params: _Curried
+    arg_params: _Curried
+    aux_params: _Curried
+    set_params: _Curried
+    reshape: _Curried
+    install_monitor: _Curried
+    borrow_optimizer: _Curried
+    save_optimizer_states: _Curried
+    load_optimizer_states: _Curried
+    save_checkpoint: _Curried
+    fit: _Curried
+    score: _Curried
+    predict: _Curried
+    predict_every_batch: _Curried
+    predict_batch: _Curried
+    history: _Curried
 
 # SPEC §2, in table order: functions whose first argument is the module.
 MODULE_FIRST = (
@@ -29,7 +78,7 @@ NO_MODULE = ("module", "bucketing_module", "load_checkpoint", "fit_params")
 EXPECTED = MODULE_FIRST + NO_MODULE
 
 
-def module_last(f):
+def module_last(f: Callable[..., Any]) -> Callable[..., Callable[[Any], Any]]:
     """``f(mod, *args, **kw)`` as ``g(*args, **kw) -> (lambda mod: f(mod, *args, **kw))``.
 
     Example:
@@ -39,8 +88,8 @@ def module_last(f):
         7
     """
     @functools.wraps(f)
-    def curried(*args, **kw):
-        def apply(mod):
+    def curried(*args: Any, **kw: Any) -> Callable[[Any], Any]:
+        def apply(mod: Any) -> Any:
             return f(mod, *args, **kw)
         apply.__name__ = getattr(f, "__name__", "apply")
         apply.__qualname__ = f"{curried.__qualname__}(...)"
@@ -53,7 +102,7 @@ def module_last(f):
     return curried
 
 
-def _build():
+def _build() -> dict[str, Callable[..., Any]]:
     ns = {name: module_last(getattr(_module, name)) for name in MODULE_FIRST}
     ns.update((name, getattr(_module, name)) for name in NO_MODULE)
     return ns

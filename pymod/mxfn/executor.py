@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from . import _native
 from ._errors import MXFNError
 from ._opts import opt, parse_opts
 from .context import as_context, dev_type_code
 from .ndarray import NDArray, _handle, dtype_name
+
+if TYPE_CHECKING:
+    from ._types import ArrayLike, ContextLike
+    from .context import Context
+    from .symbol import Symbol
 
 
 class Executor:
@@ -17,59 +23,63 @@ class Executor:
     names are there for MXNet habits."""
 
     __slots__ = ("_h", "ctx", "_monitor", "_monitor_cb")
+    _h: _native.ExecutorHandle
+    ctx: Context
+    _monitor: Any
+    _monitor_cb: Callable[[str, _native.NDArrayHandle], None] | None
 
-    def __init__(self, handle, ctx):
+    def __init__(self, handle: _native.ExecutorHandle, ctx: Context) -> None:
         self._h = handle
         self.ctx = ctx
         self._monitor = None
         self._monitor_cb = None
 
     @property
-    def outputs(self):
+    def outputs(self) -> list[NDArray]:
         return outputs(self)
 
     @property
-    def arg_dict(self):
+    def arg_dict(self) -> dict[str, NDArray]:
         return arg_dict(self)
 
     @property
-    def grad_dict(self):
+    def grad_dict(self) -> dict[str, NDArray]:
         return grad_dict(self)
 
     @property
-    def aux_dict(self):
+    def aux_dict(self) -> dict[str, NDArray]:
         return aux_dict(self)
 
     @property
-    def arg_arrays(self):
+    def arg_arrays(self) -> list[NDArray]:
         return [NDArray(h) for h in self._h.arg_arrays()]
 
     @property
-    def grad_arrays(self):
+    def grad_arrays(self) -> list[NDArray | None]:
         return [None if h is None else NDArray(h) for h in self._h.grad_arrays()]
 
     @property
-    def aux_arrays(self):
+    def aux_arrays(self) -> list[NDArray]:
         return [NDArray(h) for h in self._h.aux_arrays()]
 
-    def forward(self, is_train=False, **kwargs):
+    def forward(self, is_train: bool = False, **kwargs: ArrayLike) -> Executor:
         return forward(self, {"is_train": is_train}, **kwargs)
 
-    def backward(self, out_grads=None):
+    def backward(self, out_grads: ArrayLike | Sequence[ArrayLike] | None = None) -> Executor:
         return backward(self, out_grads)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Executor {self._h.arg_names()} -> {self._h.symbol().list_outputs()} @{self.ctx}>"
 
 
-def _ctx(ctx, fname):
+def _ctx(ctx: ContextLike, fname: str) -> Context:
     c = as_context(ctx, fname)
     if c.device_type != "cpu":
         raise MXFNError(f"{fname}: ctx {c} is not available: this build of mxfn has no GPU backend; use mx.cpu(i)")
     return c
 
 
-def _req_map(fname, grad_req, names):
+def _req_map(fname: str, grad_req: Any, names: list[str]) -> dict[str, str]:
     if isinstance(grad_req, str):
         return {n: grad_req for n in names}
     if isinstance(grad_req, Mapping):
@@ -90,7 +100,8 @@ _SIMPLE_BIND_OPTS = {
 }
 
 
-def simple_bind(sym, ctx=None, opts=None, /, **kw) -> Executor:
+def simple_bind(sym: Symbol, ctx: ContextLike = None, opts: Mapping[str, Any] | None = None, /,
+                **kw: Any) -> Executor:
     """Allocates arrays from input shapes (given by name, in ``opts`` or as keywords) and binds.
 
     Options:
@@ -117,7 +128,7 @@ def simple_bind(sym, ctx=None, opts=None, /, **kw) -> Executor:
         raise MXFNError(f"{fname}: {bad} are neither options nor inputs of the symbol; inputs are {sym.list_inputs()}")
     reqs = _req_map(fname, o["grad_req"], names)
     types = {k: dtype_name(v, fname) for k, v in (o["type_dict"] or {}).items()}
-    shp = {}
+    shp: dict[str, list[int]] = {}
     for k, v in shapes.items():
         try:
             shp[k] = [int(d) for d in v]
@@ -134,7 +145,7 @@ _BIND_OPTS = {
 }
 
 
-def _by_name(fname, what, values, names, required=True):
+def _by_name(fname: str, what: str, values: Any, names: list[str], required: bool = True) -> list[Any]:
     if values is None:
         return [None] * len(names)
     if isinstance(values, Mapping):
@@ -151,7 +162,8 @@ def _by_name(fname, what, values, names, required=True):
     return values
 
 
-def bind(sym, ctx, args, opts=None, /, **kw) -> Executor:
+def bind(sym: Symbol, ctx: ContextLike, args: Mapping[str, ArrayLike] | Sequence[ArrayLike],
+         opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Executor:
     """Binds ``sym`` to given argument arrays (a dict name -> array or a list in
     ``list_arguments`` order).
 
@@ -178,7 +190,7 @@ def bind(sym, ctx, args, opts=None, /, **kw) -> Executor:
     return Executor(h, c)
 
 
-def forward(exe, opts=None, /, **kw) -> Executor:
+def forward(exe: Executor, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Executor:
     """Runs forward. Options: ``is_train`` (default False); any other key sets that argument's
     value by name (weights included) before running.
 
@@ -193,7 +205,7 @@ def forward(exe, opts=None, /, **kw) -> Executor:
     return exe
 
 
-def backward(exe, out_grads=None) -> Executor:
+def backward(exe: Executor, out_grads: ArrayLike | Sequence[ArrayLike] | None = None) -> Executor:
     """Back-propagates: ``out_grads`` is one array (or a list, one per output); it may be
     omitted for loss outputs (MXNet's rule)."""
     if out_grads is None:
@@ -206,27 +218,27 @@ def backward(exe, out_grads=None) -> Executor:
     return exe
 
 
-def outputs(exe):
+def outputs(exe: Executor) -> list[NDArray]:
     """The outputs of the last forward, as a list of NDArray."""
     return [NDArray(h) for h in exe._h.outputs()]
 
 
-def arg_dict(exe):
+def arg_dict(exe: Executor) -> dict[str, NDArray]:
     """``{argument name: NDArray}``."""
     return dict(zip(exe._h.arg_names(), (NDArray(h) for h in exe._h.arg_arrays())))
 
 
-def grad_dict(exe):
+def grad_dict(exe: Executor) -> dict[str, NDArray]:
     """``{argument name: gradient NDArray}`` for arguments with a gradient."""
     return {n: NDArray(h) for n, h in zip(exe._h.arg_names(), exe._h.grad_arrays()) if h is not None}
 
 
-def aux_dict(exe):
+def aux_dict(exe: Executor) -> dict[str, NDArray]:
     """``{auxiliary state name: NDArray}``."""
     return dict(zip(exe._h.aux_names(), (NDArray(h) for h in exe._h.aux_arrays())))
 
 
-def set_monitor_callback(exe, f) -> Executor:
+def set_monitor_callback(exe: Executor, f: Callable[[str, NDArray], Any] | None) -> Executor:
     """Calls ``f(name, array)`` with every op output after each forward (None removes it)."""
     # Held weakly by the core (see module._install); the executor keeps the callback alive.
     exe._monitor_cb = None if f is None else (lambda n, h: f(n, NDArray(h)))
@@ -234,7 +246,7 @@ def set_monitor_callback(exe, f) -> Executor:
     return exe
 
 
-def reshape(exe, opts=None, /, **kw) -> Executor:
+def reshape(exe: Executor, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Executor:
     """A new executor for new input shapes (a map or keywords), sharing the parameters."""
     shapes = {k: [int(d) for d in v] for k, v in {**(opts or {}), **kw}.items()}
     return Executor(exe._h.reshape(shapes), exe.ctx)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -32,13 +33,17 @@ from ._maps import FrozenMap
 from ._opts import REQUIRED, normalize_key, opt, parse_opts
 from .ndarray import NDArray, array, as_ndarray, dtype_name, load as nd_load
 
+if TYPE_CHECKING:
+    from ._opts import OptSpec
+    from ._types import ArrayLike, InitializerLike
+
 __all__ = [
     "Initializer", "Mixed", "Load", "uniform", "normal", "xavier", "msra_prelu", "constant",
     "zero", "one", "orthogonal", "bilinear", "lstm_bias", "mixed", "load", "apply", "create",
     "dumps",
 ]
 
-_UNSET = object()
+_UNSET: Any = object()  # "not given" (typed Any: it stands in for any argument type)
 
 UNIFORM_OPTS = {"scale": opt(0.07, float, "values are drawn uniformly from [-scale, scale)")}
 NORMAL_OPTS = {"sigma": opt(0.01, float, "standard deviation of the normal draws (mean 0)")}
@@ -73,8 +78,10 @@ class Initializer:
     """
 
     __slots__ = ("_kind", "_kwargs")
+    _kind: str
+    _kwargs: FrozenMap
 
-    def __init__(self, kind: str, kwargs):
+    def __init__(self, kind: str, kwargs: Mapping[str, Any]) -> None:
         object.__setattr__(self, "_kind", kind)
         object.__setattr__(self, "_kwargs", FrozenMap(kwargs))
 
@@ -92,19 +99,19 @@ class Initializer:
         """MXNet's JSON spec, ``'["xavier", {"rnd_type": "uniform", ...}]'``."""
         return json.dumps([self._kind, dict(self._kwargs)])
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{self._kind}({', '.join(f'{k}={v!r}' for k, v in self._kwargs.items())})"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, Initializer) and self.dumps() == other.dumps()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self.dumps())
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise TypeError(f"'Initializer' object is read-only; cannot set attribute {name!r}")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return (Initializer, (self._kind, dict(self._kwargs)))
 
 
@@ -118,29 +125,30 @@ class Mixed:
     """
 
     __slots__ = ("_rules",)
+    _rules: tuple[tuple[re.Pattern[str], Initializer | Mixed | Load], ...]
 
-    def __init__(self, rules):
+    def __init__(self, rules: Iterable[tuple[re.Pattern[str], Initializer | Mixed | Load]]) -> None:
         object.__setattr__(self, "_rules", tuple(rules))
 
     @property
-    def patterns(self) -> tuple:
+    def patterns(self) -> tuple[str, ...]:
         """The patterns, in order."""
         return tuple(p.pattern for p, _ in self._rules)
 
     @property
-    def initializers(self) -> tuple:
+    def initializers(self) -> tuple[Initializer | Mixed | Load, ...]:
         """The initializers, in pattern order."""
         return tuple(i for _, i in self._rules)
 
-    def dumps(self) -> str:
+    def dumps(self) -> NoReturn:
         """Always raises: MXNet's Mixed has no JSON form (give each variable its own init)."""
         raise MXFNError("initializer.dumps: a mixed initializer has no JSON form (neither has "
                         "MXNet's Mixed); give each variable its own initializer")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"mixed({list(self.patterns)!r}, {list(self.initializers)!r})"
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise TypeError(f"'Mixed' object is read-only; cannot set attribute {name!r}")
 
 
@@ -154,8 +162,10 @@ class Load:
     """
 
     __slots__ = ("_params", "_default")
+    _params: FrozenMap
+    _default: Initializer | Mixed | Load | None
 
-    def __init__(self, params, default):
+    def __init__(self, params: Mapping[str, NDArray], default: Initializer | Mixed | Load | None) -> None:
         object.__setattr__(self, "_params", FrozenMap(params))
         object.__setattr__(self, "_default", default)
 
@@ -165,23 +175,23 @@ class Load:
         return self._params
 
     @property
-    def default_init(self):
+    def default_init(self) -> Initializer | Mixed | Load | None:
         """The initializer for names not loaded (None: they are an error)."""
         return self._default
 
-    def dumps(self) -> str:
+    def dumps(self) -> NoReturn:
         """Always raises: loaded arrays have no JSON form."""
         raise MXFNError("initializer.dumps: a load initializer has no JSON form (neither has "
                         "MXNet's Load)")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"load({sorted(self._params)!r}, default_init={self._default!r})"
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
         raise TypeError(f"'Load' object is read-only; cannot set attribute {name!r}")
 
 
-def _json_value(v):
+def _json_value(v: Any) -> Any:
     if isinstance(v, bool) or isinstance(v, str):
         return v
     if isinstance(v, numbers.Integral):
@@ -191,7 +201,8 @@ def _json_value(v):
     return v
 
 
-def _make(kind, fname, spec, opts, kw, key=None, value=_UNSET) -> Initializer:
+def _make(kind: str, fname: str, spec: Mapping[str, OptSpec], opts: Mapping[str, Any] | None,
+          kw: Mapping[str, Any], key: Any = None, value: Any = _UNSET) -> Initializer:
     """Parse options (``value`` given positionally for option ``key``), check them in the core."""
     if value is not _UNSET:
         if isinstance(value, Mapping):
@@ -210,7 +221,8 @@ def _make(kind, fname, spec, opts, kw, key=None, value=_UNSET) -> Initializer:
     return init
 
 
-def uniform(scale=_UNSET, opts=None, /, **kw) -> Initializer:
+def uniform(scale: float | Mapping[str, Any] = _UNSET, opts: Mapping[str, Any] | None = None, /,
+            **kw: Any) -> Initializer:
     """Uniform on [−scale, scale) for weights (MXNet's ``Uniform``).
 
     Options:
@@ -227,7 +239,8 @@ def uniform(scale=_UNSET, opts=None, /, **kw) -> Initializer:
     return _make("uniform", "initializer.uniform", UNIFORM_OPTS, opts, kw, "scale", scale)
 
 
-def normal(sigma=_UNSET, opts=None, /, **kw) -> Initializer:
+def normal(sigma: float | Mapping[str, Any] = _UNSET, opts: Mapping[str, Any] | None = None, /,
+           **kw: Any) -> Initializer:
     """Normal(0, sigma) for weights (MXNet's ``Normal``).
 
     Options:
@@ -244,7 +257,7 @@ def normal(sigma=_UNSET, opts=None, /, **kw) -> Initializer:
     return _make("normal", "initializer.normal", NORMAL_OPTS, opts, kw, "sigma", sigma)
 
 
-def xavier(opts=None, /, **kw) -> Initializer:
+def xavier(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Initializer:
     """Xavier/Glorot for weights: for shape (d0, d1, d2, …), hw = d2·d3·…, fan_in = d1·hw,
     fan_out = d0·hw, s = sqrt(magnitude / factor); uniform on [−s, s) or normal with std s.
     A weight with fewer than 2 dimensions raises.
@@ -265,7 +278,7 @@ def xavier(opts=None, /, **kw) -> Initializer:
     return _make("xavier", "initializer.xavier", XAVIER_OPTS, opts, kw)
 
 
-def msra_prelu(opts=None, /, **kw) -> Initializer:
+def msra_prelu(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Initializer:
     """He/MSRA initialisation for PReLU nets: xavier("gaussian", factor_type, magnitude =
     2 / (1 + slope²)) (MXNet's ``MSRAPrelu``; note the default factor_type is "avg").
 
@@ -283,7 +296,8 @@ def msra_prelu(opts=None, /, **kw) -> Initializer:
     return _make("msraprelu", "initializer.msra_prelu", MSRA_PRELU_OPTS, opts, kw)
 
 
-def constant(value=_UNSET, opts=None, /, **kw) -> Initializer:
+def constant(value: float | Mapping[str, Any] = _UNSET, opts: Mapping[str, Any] | None = None, /,
+             **kw: Any) -> Initializer:
     """Every weight element ``value`` (biases still 0 and gammas 1 by the name rules).
 
     Options:
@@ -320,7 +334,7 @@ def one() -> Initializer:
     return Initializer("one", {})
 
 
-def orthogonal(opts=None, /, **kw) -> Initializer:
+def orthogonal(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Initializer:
     """A random orthogonal weight times ``scale``: reshaped to (d0, d1·d2·…), its rows (if
     d0 ≤ the rest) or columns are orthonormal. mxfn orthogonalises the draws with a
     sign-corrected QR (MXNet uses numpy's SVD): the same kind of matrix, faster.
@@ -351,7 +365,8 @@ def bilinear() -> Initializer:
     return Initializer("bilinear", {})
 
 
-def lstm_bias(forget_bias=_UNSET, opts=None, /, **kw) -> Initializer:
+def lstm_bias(forget_bias: float | Mapping[str, Any] = _UNSET,
+              opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Initializer:
     """LSTM bias: 0 except the forget gate's block (the second quarter along axis 0),
     ``forget_bias``. Its rule applies to names ending in ``weight`` or through a variable's
     ``__init__`` (a ``…bias`` name otherwise gets 0 by the name rules, as in MXNet).
@@ -371,7 +386,7 @@ def lstm_bias(forget_bias=_UNSET, opts=None, /, **kw) -> Initializer:
                  "forget_bias", forget_bias)
 
 
-def mixed(patterns, initializers) -> Mixed:
+def mixed(patterns: Iterable[str], initializers: Iterable[InitializerLike]) -> Mixed:
     """The first initializer whose pattern matches the parameter name applies; patterns are
     regular expressions matched with Python's ``re.match`` (anchored at the start: ``"bias"``
     does not match ``"fc_bias"``; use ``".*bias"``). The chosen initializer then applies its
@@ -400,7 +415,8 @@ def mixed(patterns, initializers) -> Mixed:
     return Mixed(rules)
 
 
-def load(params, default_init=None) -> Load:
+def load(params: Mapping[str, ArrayLike] | str,
+         default_init: InitializerLike | None = None) -> Load:
     """Initialise from saved values: ``params`` maps names to arrays (NDArray or numpy), or is
     a file name of ``nd.save``'s format; a leading ``arg:`` / ``aux:`` of a key is dropped.
     Other names go to ``default_init`` (None makes them an error); a loaded value of another
@@ -415,19 +431,19 @@ def load(params, default_init=None) -> Load:
         (array([7., 7.]), array([0.]))
     """
     fname = "initializer.load"
-    if isinstance(params, str):
-        params = nd_load(params)
-    if not isinstance(params, Mapping):
+    src: Any = nd_load(params) if isinstance(params, str) else params
+    if not isinstance(src, Mapping):
         raise TypeError(f"{fname}: params must be a dict name -> array or a file name, got "
-                        f"{type(params).__name__}")
-    table = {}
-    for k, v in params.items():
+                        f"{type(src).__name__}")
+    table: dict[str, NDArray] = {}
+    for k, v in src.items():
         key = k[4:] if k.startswith(("arg:", "aux:")) else k
         table[key] = as_ndarray(v, fname)
     return Load(table, None if default_init is None else create(default_init))
 
 
-def create(spec, opts=None, /, **kw):
+def create(spec: InitializerLike, opts: Mapping[str, Any] | None = None, /,
+           **kw: Any) -> Initializer | Mixed | Load:
     """An initializer from a value (returned as is), a name (``"xavier"``, ``"zeros"``,
     ``"msraprelu"``…, with options as for its function) or MXNet's JSON spec
     (``'["xavier", {"magnitude": 2}]'``).
@@ -470,15 +486,15 @@ def create(spec, opts=None, /, **kw):
     return maker(**kw) if opts is None else maker(opts, **kw)
 
 
-def _no_args(make, fname):
-    def f(opts=None, /, **kw):
+def _no_args(make: Callable[[], Initializer], fname: str) -> Callable[..., Initializer]:
+    def f(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Initializer:
         parse_opts(fname, {}, opts, kw)
         return make()
     return f
 
 
 # MXNet's registry names and aliases (and the mxfn function names), lower case.
-_MAKERS = {
+_MAKERS: dict[str, Callable[..., Initializer]] = {
     "uniform": uniform, "normal": normal, "xavier": xavier,
     "msraprelu": msra_prelu, "msra_prelu": msra_prelu,
     "constant": lambda opts=None, /, **kw: constant(_UNSET, opts, **kw),
@@ -489,7 +505,7 @@ _MAKERS = {
 }
 
 
-def dumps(init) -> str:
+def dumps(init: InitializerLike) -> str:
     """MXNet's JSON spec of ``init`` (what ``sym.variable(..., init=init)`` stores as
     ``__init__``).
 
@@ -500,7 +516,8 @@ def dumps(init) -> str:
     return create(init).dumps()
 
 
-def apply(init, name, arr, attrs=None) -> NDArray:
+def apply(init: InitializerLike, name: str, arr: ArrayLike,
+          attrs: Mapping[str, Any] | None = None) -> NDArray:
     """A NEW array shaped like ``arr`` (same dtype and context) initialised for parameter
     ``name`` by the name rules (see the module doc); ``arr`` is not changed. ``attrs`` are the
     variable's attributes: a non-empty ``__init__`` (JSON like ``'["zero", {}]'``, a name like

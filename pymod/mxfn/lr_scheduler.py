@@ -20,11 +20,13 @@ calls it with its ``num_update`` (first update: ``sched(1)``), and an optimizer 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 from . import _native
 from ._errors import MXFNError
-from ._opts import REQUIRED, documented, normalize_key, opt, parse_opts
+from ._maps import FrozenMap
+from ._opts import REQUIRED, OptSpec, documented, normalize_key, opt, parse_opts
 
 __all__ = [
     "LRScheduler", "factor_scheduler", "multifactor_scheduler", "poly_scheduler",
@@ -32,7 +34,7 @@ __all__ = [
     "CosineScheduler",
 ]
 
-_UNSET = object()
+_UNSET: Any = object()  # "not given" (typed Any: it stands in for any argument type)
 
 
 class LRScheduler:
@@ -51,15 +53,16 @@ class LRScheduler:
     """
 
     __slots__ = ("_h",)
+    _h: _native.SchedulerHandle
 
-    def __init__(self, handle):
+    def __init__(self, handle: _native.SchedulerHandle) -> None:
         if not isinstance(handle, _native.SchedulerHandle):
             raise TypeError("LRScheduler(...) wraps a core handle; build schedulers with "
                             "factor_scheduler, multifactor_scheduler, poly_scheduler or "
                             "cosine_scheduler")
         self._h = handle
 
-    def __call__(self, num_update):
+    def __call__(self, num_update: int) -> float:
         if isinstance(num_update, bool) or not isinstance(num_update, numbers.Integral):
             raise TypeError(f"lr_scheduler: num_update must be an int, got "
                             f"{type(num_update).__name__} {num_update!r}")
@@ -69,15 +72,16 @@ class LRScheduler:
 
     @property
     def base_lr(self) -> float:
-        return _native.sched_base_lr(self._h)
+        # A core scheduler always has a base rate (None is for Python callables).
+        return cast(float, _native.sched_base_lr(self._h))
 
     @base_lr.setter
-    def base_lr(self, lr):
+    def base_lr(self, lr: float) -> None:
         if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
             raise TypeError(f"lr_scheduler: base_lr must be a number, got {type(lr).__name__}")
         _native.sched_set_base_lr(self._h, float(lr))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         cls, opts = _native.sched_describe(self._h)
         return f"{cls}({', '.join(f'{k}={v!r}' for k, v in opts.items())})"
 
@@ -117,7 +121,8 @@ COSINE_SCHEDULER_OPTS = {
 
 
 
-def _options(fname, spec, positional, opts, kw):
+def _options(fname: str, spec: Mapping[str, OptSpec], positional: Sequence[tuple[str, Any]],
+             opts: Mapping[str, Any] | None, kw: Mapping[str, Any]) -> FrozenMap:
     """Merge positional values (by name), an options map and keywords; a map given in a
     positional slot is the options map (``factor_scheduler({"step": 10})``)."""
     given = {}
@@ -135,18 +140,18 @@ def _options(fname, spec, positional, opts, kw):
     return parse_opts(fname, spec, opts, {**given, **kw})
 
 
-def _count(fname, key, value):
+def _count(fname: str, key: str, value: Any) -> int:
     if value < 0:
         raise MXFNError(f'{fname}: "{key}" must be >= 0, got {value}')
     return int(value)
 
 
-def _common(fname, o):
+def _common(fname: str, o: Mapping[str, Any]) -> tuple[float, int, float, str]:
     return (float(o["base_lr"]), _count(fname, "warmup_steps", o["warmup_steps"]),
             float(o["warmup_begin_lr"]), o["warmup_mode"])
 
 
-def _build(fname, make, *args):
+def _build(fname: str, make: Callable[..., _native.SchedulerHandle], *args: Any) -> LRScheduler:
     try:
         return LRScheduler(make(*args))
     except MXFNError as e:
@@ -156,7 +161,8 @@ def _build(fname, make, *args):
 
 
 @documented(FACTOR_SCHEDULER_OPTS)
-def factor_scheduler(step=_UNSET, factor=_UNSET, opts=None, /, **kw) -> LRScheduler:
+def factor_scheduler(step: int | Mapping[str, Any] = _UNSET, factor: float = _UNSET, opts: Mapping[str, Any] | None = None, /,
+                     **kw: Any) -> LRScheduler:
     """Multiply the learning rate by ``factor`` every ``step`` updates (MXNet's FactorScheduler).
 
     The rate is multiplied repeatedly, so it drops at ``num_update = step+1, 2*step+1, …``
@@ -180,7 +186,8 @@ def factor_scheduler(step=_UNSET, factor=_UNSET, opts=None, /, **kw) -> LRSchedu
 
 
 @documented(MULTIFACTOR_SCHEDULER_OPTS)
-def multifactor_scheduler(step=_UNSET, factor=_UNSET, opts=None, /, **kw) -> LRScheduler:
+def multifactor_scheduler(step: Sequence[int] | Mapping[str, Any] = _UNSET, factor: float = _UNSET,
+                          opts: Mapping[str, Any] | None = None, /, **kw: Any) -> LRScheduler:
     """Multiply the learning rate by ``factor`` once past each of the steps (MXNet's
     MultiFactorScheduler).
 
@@ -207,7 +214,8 @@ def multifactor_scheduler(step=_UNSET, factor=_UNSET, opts=None, /, **kw) -> LRS
 
 
 @documented(POLY_SCHEDULER_OPTS)
-def poly_scheduler(max_update=_UNSET, opts=None, /, **kw) -> LRScheduler:
+def poly_scheduler(max_update: int | Mapping[str, Any] = _UNSET, opts: Mapping[str, Any] | None = None, /,
+                   **kw: Any) -> LRScheduler:
     """Polynomial decay to ``final_lr`` at ``max_update`` (MXNet's PolyScheduler).
 
     For ``warmup_steps <= n <= max_update`` the rate is
@@ -231,7 +239,8 @@ def poly_scheduler(max_update=_UNSET, opts=None, /, **kw) -> LRScheduler:
 
 
 @documented(COSINE_SCHEDULER_OPTS)
-def cosine_scheduler(max_update=_UNSET, opts=None, /, **kw) -> LRScheduler:
+def cosine_scheduler(max_update: int | Mapping[str, Any] = _UNSET, opts: Mapping[str, Any] | None = None, /,
+                     **kw: Any) -> LRScheduler:
     """Cosine decay to ``final_lr`` at ``max_update`` (MXNet's CosineScheduler).
 
     For ``warmup_steps <= n <= max_update`` the rate is ``final_lr + (base_lr - final_lr) *
@@ -254,7 +263,7 @@ def cosine_scheduler(max_update=_UNSET, opts=None, /, **kw) -> LRScheduler:
                   float(o["final_lr"]), *_common(fname, o))
 
 
-def base_lr(sched) -> float:
+def base_lr(sched: LRScheduler) -> float:
     """The scheduler's current base rate (decayed in place by factor schedulers).
 
     Example:

@@ -14,20 +14,28 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._errors import MXFNError
 from . import executor
 from ._opts import doc_options, opt, parse_opts
-from .ndarray import array
+from .ndarray import NDArray, array
+
+if TYPE_CHECKING:
+    from .executor import Executor
+
+#: ``stat_func(array)``: a statistic of an array (an NDArray, a list of them, or numpy).
+StatFunc = Callable[[NDArray], Any]
 
 _LOG = logging.getLogger("mxfn")
 
 __all__ = ["Monitor", "monitor", "install", "add_source", "tic", "toc", "toc_print", "default_stat"]
 
 
-def default_stat(x):
+def default_stat(x: Any) -> NDArray:
     """MXNet's default statistic: ``norm(x) / sqrt(size(x))`` as a one-element NDArray.
 
     Example:
@@ -39,7 +47,7 @@ def default_stat(x):
     return array([value])
 
 
-def _value_str(v) -> str:
+def _value_str(v: Any) -> str:
     """The stat's values printed like MXNet's Monitor (SPEC §8): a one-element stat as a
     float32 scalar (``str(np.float32(x))``, what MXNet's ``asscalar`` prints), a larger one as
     numpy prints the array, each followed by a tab.
@@ -65,36 +73,36 @@ class Monitor:
     (``tic``, ``toc``, ``toc_print``, ``install``); the methods are there for MXNet habits
     (``module.install_monitor`` may call ``mon.install(exe)``)."""
 
-    def __init__(self, interval, stat_func, pattern, sort):
+    def __init__(self, interval: int, stat_func: StatFunc, pattern: str, sort: bool) -> None:
         self.interval = interval
         self.stat_func = stat_func
         self.re_prog = re.compile(pattern)
         self.sort = sort
         self.activated = False
-        self.queue = []
+        self.queue: list[tuple[int, str, Any]] = []
         self.step = 0
-        self.exes = []
-        self.sources = {}
+        self.exes: list[Executor] = []
+        self.sources: dict[Any, Callable[[], Any]] = {}
 
-    def stat_helper(self, name, array):
+    def stat_helper(self, name: str, array: NDArray) -> None:
         """The executor's monitor callback: queues the stat of an op output while active."""
         if not self.activated or not self.re_prog.match(name):
             return
         self.queue.append((self.step, name, self.stat_func(array)))
 
-    def install(self, exe):
+    def install(self, exe: Executor) -> Monitor:
         return install(self, exe)
 
-    def tic(self):
+    def tic(self) -> Monitor:
         return tic(self)
 
-    def toc(self):
+    def toc(self) -> list[tuple[int, str, str]]:
         return toc(self)
 
-    def toc_print(self):
+    def toc_print(self) -> Monitor:
         return toc_print(self)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<Monitor interval={self.interval} pattern={self.re_prog.pattern!r} step={self.step} "
                 f"executors={len(self.exes)}>")
 
@@ -105,7 +113,8 @@ MONITOR_OPTS = {
 }
 
 
-def monitor(interval, stat_func=None, opts=None, **kw) -> Monitor:
+def monitor(interval: int, stat_func: StatFunc | None = None, opts: Mapping[str, Any] | None = None,
+            **kw: Any) -> Monitor:
     """A monitor that reports statistics every ``interval`` steps.
 
     ``stat_func(array) -> NDArray`` (or a list of them, or numpy) computes the statistic;
@@ -142,16 +151,16 @@ def monitor(interval, stat_func=None, opts=None, **kw) -> Monitor:
     return Monitor(interval, stat_func or default_stat, o["pattern"], o["sort"])
 
 
-monitor.__doc__ = monitor.__doc__.replace("%OPTIONS%", doc_options(MONITOR_OPTS, 4).lstrip())
+monitor.__doc__ = (monitor.__doc__ or "").replace("%OPTIONS%", doc_options(MONITOR_OPTS, 4).lstrip())
 
 
-def _mon(fname, mon) -> Monitor:
+def _mon(fname: str, mon: Any) -> Monitor:
     if not isinstance(mon, Monitor):
         raise TypeError(f"{fname}: expected a Monitor (from monitor.monitor), got {type(mon).__name__}")
     return mon
 
 
-def install(mon, exe) -> Monitor:
+def install(mon: Monitor, exe: Executor) -> Monitor:
     """Installs ``mon`` on executor ``exe`` (``mx.executor.set_monitor_callback``); a monitor
     may watch several executors (one per device).
 
@@ -164,7 +173,7 @@ def install(mon, exe) -> Monitor:
     return mon
 
 
-def add_source(mon, key, f) -> Monitor:
+def add_source(mon: Monitor, key: Any, f: Callable[[], Any]) -> Monitor:
     """Adds arrays that ``toc`` reports besides the installed executors' arguments: ``f()``
     returns ``[(name, array), …]`` (e.g. a module's params and ``{param}_grad`` gradients,
     whose executors live in the core). One source per ``key``: adding a key again replaces it.
@@ -186,7 +195,7 @@ def add_source(mon, key, f) -> Monitor:
     return mon
 
 
-def tic(mon) -> Monitor:
+def tic(mon: Monitor) -> Monitor:
     """Starts a step: every ``interval`` steps it clears the queue and activates collection.
 
     Returns:
@@ -200,7 +209,7 @@ def tic(mon) -> Monitor:
     return mon
 
 
-def toc(mon) -> list:
+def toc(mon: Monitor) -> list[tuple[int, str, str]]:
     """Ends a step: when active, adds the arguments, gradients and auxiliary states of every
     installed executor to the op outputs collected since ``tic``.
 
@@ -234,7 +243,7 @@ def toc(mon) -> list:
     return res
 
 
-def toc_print(mon) -> Monitor:
+def toc_print(mon: Monitor) -> Monitor:
     """``toc`` and log each entry at INFO on logger ``"mxfn"`` as MXNet does
     (``Batch:       1 fc1_output                     0.1234``).
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import builtins
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, SupportsFloat, cast
 
 import numpy as np
 
@@ -20,6 +21,14 @@ from ._ops import attr_str, op_functions
 from ._opts import opt, parse_opts
 from .context import Context, as_context, cpu, dev_type_code
 
+if TYPE_CHECKING:
+    from ._types import ArrayLike, ContextLike, DTypeLike, PathLike, Shape
+
+    # The operator functions _install_ops() adds from the registry (nd.fully_connected,
+    # nd.softmax, nd.FullyConnected, …): each returns an NDArray, or a list of them for an
+    # operator with several visible outputs.
+    def __getattr__(name: str) -> Callable[..., Any]: ...
+
 
 _CTX_OPTS = {
     "dtype": opt("float32", None, "element type: a numpy dtype name or numpy dtype"),
@@ -27,7 +36,7 @@ _CTX_OPTS = {
 }
 
 
-def _ctx_of(ctx, fname):
+def _ctx_of(ctx: ContextLike, fname: str) -> Context:
     c = as_context(ctx, fname)
     if c.device_type != "cpu":
         raise MXFNError(f"{fname}: ctx {c} is not available: this build of mxfn has no GPU "
@@ -35,7 +44,7 @@ def _ctx_of(ctx, fname):
     return c
 
 
-def _place(handle, ctx):
+def _place(handle: _native.NDArrayHandle, ctx: Context) -> NDArray:
     return NDArray(_native.nd_as_in_context(handle, dev_type_code(ctx), ctx.device_id))
 
 
@@ -59,21 +68,22 @@ class NDArray:
     """
 
     __slots__ = ("_h",)
+    _h: _native.NDArrayHandle
     # numpy defers binary operators to NDArray (so `np_array + x` is an NDArray).
     __array_priority__ = 1000.0
 
-    def __init__(self, handle):
+    def __init__(self, handle: _native.NDArrayHandle) -> None:
         if not isinstance(handle, _native.NDArrayHandle):
             raise TypeError("NDArray(...) wraps a core handle; build arrays with mx.nd.array(data)")
         self._h = handle
 
     # -- what it is
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[int, ...]:
         return tuple(self._h.shape())
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype[Any]:
         return np.dtype(self._h.dtype())
 
     @property
@@ -96,20 +106,21 @@ class NDArray:
         return NDArray(_native.nd_transpose(self._h))
 
     # -- numpy
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
         view = self._h.numpy()
         if dtype is not None and np.dtype(dtype) != view.dtype:
             return view.astype(dtype)
         return np.array(view) if copy else view
 
-    def asnumpy(self) -> np.ndarray:
+    def asnumpy(self) -> np.ndarray[Any, Any]:
         return np.array(self._h.numpy())
 
-    def asscalar(self):
+    def asscalar(self) -> Any:
         return to_scalar(self)
 
     # -- DLPack
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
         """Exports the array through DLPack (the array-API protocol numpy, torch, JAX… read).
 
         Zero-copy when the consumer speaks DLPack 1.0 (numpy 2's ``from_dlpack`` does): the
@@ -126,7 +137,7 @@ class NDArray:
         versioned = max_version is not None and tuple(max_version)[:1] >= (1,)
         if copy or not versioned:
             view = np.array(view)
-        kw = {} if max_version is None else {"max_version": max_version}
+        kw: dict[str, Any] = {} if max_version is None else {"max_version": max_version}
         if copy is not None:
             kw["copy"] = copy
         if dl_device is not None:
@@ -137,54 +148,54 @@ class NDArray:
             # numpy before 2.1 exports no read-only buffers and knows no versioned keywords.
             return np.array(view).__dlpack__()
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> tuple[int, int]:
         """``(1, 0)``: DLPack's CPU device (every mxfn context is host memory)."""
         return (1, 0)
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return self._h.numpy().tolist()
 
     # -- conversions
-    def astype(self, dtype) -> "NDArray":
+    def astype(self, dtype: DTypeLike) -> NDArray:
         return NDArray(_native.nd_astype(self._h, dtype_name(dtype, "NDArray.astype")))
 
-    def copy(self) -> "NDArray":
+    def copy(self) -> NDArray:
         return NDArray(_native.nd_copy(self._h))
 
-    def as_in_context(self, ctx) -> "NDArray":
+    def as_in_context(self, ctx: ContextLike) -> NDArray:
         return _place(self._h, _ctx_of(ctx, "NDArray.as_in_context"))
 
-    def reshape(self, *shape) -> "NDArray":
+    def reshape(self, *shape: Any) -> NDArray:
         if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
             shape = shape[0]
         return reshape(self, shape)
 
     # -- python protocol
-    def __len__(self):
+    def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d NDArray")
         return self.shape[0]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[NDArray]:
         for i in range(len(self)):
             yield self[i]
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         if self.size == 1:
             return bool(self._h.numpy().reshape(-1)[0])
         if self.size == 0:
             return False
         raise MXFNError(f"the truth value of an NDArray with {self.size} elements is ambiguous")
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(to_scalar(self))
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(to_scalar(self))
 
     __hash__ = object.__hash__
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         shape = "x".join(str(d) for d in self.shape)
         try:
             values = self._h.numpy()
@@ -192,7 +203,7 @@ class NDArray:
             return f"<NDArray {shape} {self.dtype} @{self.context}>"
         return f"\n{values}\n<NDArray {shape} @{self.context}>"
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: Any) -> NDArray:
         begin, end, step, drop = _index(self.shape, key)
         h = _native.nd_slice(self._h, begin, end, step)
         if drop:
@@ -200,15 +211,15 @@ class NDArray:
             h = _native.nd_reshape(h, keep)
         return NDArray(h)
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: Any, value: ArrayLike) -> None:
         begin, end, step, _ = _index(self.shape, key)
         v = _handle(value, self.dtype.name)
         self._h = _native.nd_assign_slice(self._h, begin, end, step, v)
 
     # -- arithmetic
-    def _bin(self, op, other, reverse=False):
+    def _bin(self, op: str, other: Any, reverse: bool = False) -> NDArray:
         if isinstance(other, numbers.Number) and not isinstance(other, bool):
-            return NDArray(_native.nd_scalar(op, self._h, float(other), reverse))
+            return NDArray(_native.nd_scalar(op, self._h, float(cast(SupportsFloat, other)), reverse))
         if isinstance(other, NDArray):
             o = other._h  # dtypes must match, as in MXNet: the core says so if they do not
         else:
@@ -219,59 +230,67 @@ class NDArray:
         a, b = (o, self._h) if reverse else (self._h, o)
         return NDArray(_native.nd_binary(op, a, b))
 
-    def __add__(self, o): return self._bin("add", o)
-    def __radd__(self, o): return self._bin("add", o, True)
-    def __sub__(self, o): return self._bin("sub", o)
-    def __rsub__(self, o): return self._bin("sub", o, True)
-    def __mul__(self, o): return self._bin("mul", o)
-    def __rmul__(self, o): return self._bin("mul", o, True)
-    def __truediv__(self, o): return self._bin("div", o)
-    def __rtruediv__(self, o): return self._bin("div", o, True)
-    def __mod__(self, o): return self._bin("mod", o)
-    def __rmod__(self, o): return self._bin("mod", o, True)
-    def __pow__(self, o): return self._bin("pow", o)
-    def __rpow__(self, o): return self._bin("pow", o, True)
-    def __eq__(self, o): return self._bin("eq", o)
-    def __ne__(self, o): return self._bin("ne", o)
-    def __lt__(self, o): return self._bin("lt", o)
-    def __le__(self, o): return self._bin("le", o)
-    def __gt__(self, o): return self._bin("gt", o)
-    def __ge__(self, o): return self._bin("ge", o)
-    def __neg__(self): return NDArray(_native.nd_neg(self._h))
-    def __pos__(self): return self
-    def __abs__(self): return NDArray(_native.nd_binary("maximum", self._h, _native.nd_neg(self._h)))
+    def __add__(self, o: Any) -> NDArray: return self._bin("add", o)
+    def __radd__(self, o: Any) -> NDArray: return self._bin("add", o, True)
+    def __sub__(self, o: Any) -> NDArray: return self._bin("sub", o)
+    def __rsub__(self, o: Any) -> NDArray: return self._bin("sub", o, True)
+    def __mul__(self, o: Any) -> NDArray: return self._bin("mul", o)
+    def __rmul__(self, o: Any) -> NDArray: return self._bin("mul", o, True)
+    def __truediv__(self, o: Any) -> NDArray: return self._bin("div", o)
+    def __rtruediv__(self, o: Any) -> NDArray: return self._bin("div", o, True)
+    def __mod__(self, o: Any) -> NDArray: return self._bin("mod", o)
+    def __rmod__(self, o: Any) -> NDArray: return self._bin("mod", o, True)
+    def __pow__(self, o: Any) -> NDArray: return self._bin("pow", o)
+    def __rpow__(self, o: Any) -> NDArray: return self._bin("pow", o, True)
+    # Elementwise, as numpy and MXNet compare: an array, not a bool.
+    def __eq__(self, o: Any) -> NDArray: return self._bin("eq", o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> NDArray: return self._bin("ne", o)  # type: ignore[override]
+    def __lt__(self, o: Any) -> NDArray: return self._bin("lt", o)
+    def __le__(self, o: Any) -> NDArray: return self._bin("le", o)
+    def __gt__(self, o: Any) -> NDArray: return self._bin("gt", o)
+    def __ge__(self, o: Any) -> NDArray: return self._bin("ge", o)
+    def __neg__(self) -> NDArray: return NDArray(_native.nd_neg(self._h))
+    def __pos__(self) -> NDArray: return self
+    def __abs__(self) -> NDArray: return NDArray(_native.nd_binary("maximum", self._h, _native.nd_neg(self._h)))
 
 
-def _index(shape, key):
+def _index(shape: tuple[int, ...], key: Any) -> tuple[list[int | None], list[int | None], list[int | None], set[int]]:
     """Turns a getitem key (ints and slices, possibly in a tuple) into slice arguments."""
     if not isinstance(key, tuple):
         key = (key,)
     if len(key) > len(shape):
         raise IndexError(f"too many indices for an NDArray of shape {shape}: {len(key)}")
-    begin, end, step, drop = [], [], [], set()
+    begin: list[int | None] = []
+    end: list[int | None] = []
+    step: list[int | None] = []
+    drop: set[int] = set()
     for axis, k in enumerate(key):
         if isinstance(k, (numbers.Integral, np.integer)) and not isinstance(k, bool):
             n = shape[axis]
-            if not -n <= k < n:
+            if not -n <= int(k) < n:
                 raise IndexError(f"index {k} is out of bounds for axis {axis} with size {n}")
             k = int(k) % n
-            begin.append(k), end.append(k + 1), step.append(1)
+            begin.append(k)
+            end.append(k + 1)
+            step.append(1)
             drop.add(axis)
         elif isinstance(k, builtins.slice):
-            begin.append(k.start), end.append(k.stop), step.append(k.step)
+            begin.append(k.start)
+            end.append(k.stop)
+            step.append(k.step)
         else:
             raise TypeError(f"NDArray indices must be ints or slices, got {type(k).__name__}")
     return begin, end, step, drop
 
 
-def _handle(x, dtype=None, fname="nd"):
+def _handle(x: ArrayLike, dtype: str | None = None, fname: str = "nd") -> _native.NDArrayHandle:
     """The core handle of an NDArray, numpy array, nested list or scalar (cast to ``dtype``)."""
     if isinstance(x, NDArray):
         return x._h if dtype is None or x.dtype.name == dtype else _native.nd_astype(x._h, dtype)
     return array(x, dtype=dtype)._h if dtype else array(x)._h
 
 
-def as_ndarray(x, fname="nd") -> NDArray:
+def as_ndarray(x: ArrayLike, fname: str = "nd") -> NDArray:
     """``x`` if it is an NDArray, else ``array(x)``: numpy arrays are accepted everywhere.
 
     Example:
@@ -281,7 +300,7 @@ def as_ndarray(x, fname="nd") -> NDArray:
     return x if isinstance(x, NDArray) else array(x)
 
 
-def array(data, opts=None, /, **kw) -> NDArray:
+def array(data: ArrayLike, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> NDArray:
     """An NDArray holding a copy of ``data`` (a nested list, scalar, numpy array or NDArray).
 
     The dtype defaults to the source's for an NDArray and to float32 for everything else,
@@ -324,7 +343,7 @@ def array(data, opts=None, /, **kw) -> NDArray:
 _ARRAY_OPTS = {**_CTX_OPTS, "dtype": opt(None, None, "element type; None = from the source")}
 
 
-def from_dlpack(obj) -> NDArray:
+def from_dlpack(obj: Any) -> NDArray:
     """An NDArray from any DLPack producer (an object with ``__dlpack__``: a numpy array, a
     torch tensor, another NDArray…), keeping its dtype.
 
@@ -345,8 +364,8 @@ def from_dlpack(obj) -> NDArray:
     return _place(_native.nd_from_numpy(np.ascontiguousarray(view)), _ctx_of(None, "nd.from_dlpack"))
 
 
-def _creator(fname, fill):
-    def make(shape, opts=None, /, **kw):
+def _creator(fname: str, fill: float) -> Callable[..., NDArray]:
+    def make(shape: Shape | int, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> NDArray:
         o = parse_opts(f"nd.{fname}", _CTX_OPTS, opts, kw)
         ctx = _ctx_of(o["ctx"], f"nd.{fname}")
         return _place(_native.nd_full(_shape(shape, f"nd.{fname}"), fill, dtype_name(o["dtype"], f"nd.{fname}")), ctx)
@@ -368,7 +387,7 @@ zeros = _creator("zeros", 0.0)
 ones = _creator("ones", 1.0)
 
 
-def empty(shape, opts=None, /, **kw) -> NDArray:
+def empty(shape: Shape | int, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> NDArray:
     """An NDArray of ``shape`` (mxfn fills it with zeros, so its content is never garbage).
 
     Options: as ``zeros``.
@@ -380,7 +399,7 @@ def empty(shape, opts=None, /, **kw) -> NDArray:
     return zeros(shape, opts, **kw)
 
 
-def full(shape, value, opts=None, /, **kw) -> NDArray:
+def full(shape: Shape | int, value: float, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> NDArray:
     """An NDArray of ``shape`` with every element ``value``.
 
     Options: as ``zeros``.
@@ -394,7 +413,8 @@ def full(shape, value, opts=None, /, **kw) -> NDArray:
     return _place(_native.nd_full(_shape(shape, "nd.full"), float(value), dtype_name(o["dtype"], "nd.full")), ctx)
 
 
-def arange(start, stop=None, step=1.0, opts=None, /, **kw) -> NDArray:
+def arange(start: float, stop: float | None = None, step: float = 1.0,
+           opts: Mapping[str, Any] | None = None, /, **kw: Any) -> NDArray:
     """Evenly spaced values in ``[start, stop)`` (``[0, start)`` when ``stop`` is None).
 
     Options: as ``zeros``.
@@ -410,7 +430,7 @@ def arange(start, stop=None, step=1.0, opts=None, /, **kw) -> NDArray:
     return _place(_native.nd_arange(float(start), float(stop), float(step), dtype_name(o["dtype"], "nd.arange")), ctx)
 
 
-def _shape(shape, fname):
+def _shape(shape: Any, fname: str) -> tuple[int, ...]:
     if isinstance(shape, (numbers.Integral, np.integer)):
         shape = (shape,)
     try:
@@ -424,47 +444,47 @@ def _shape(shape, fname):
 
 # -- functional accessors (SPEC §4) ------------------------------------------------------
 
-def shape(x) -> tuple:
+def shape(x: ArrayLike) -> tuple[int, ...]:
     """The shape of ``x``. Example: ``shape(zeros((2, 3)))`` is ``(2, 3)``."""
     return as_ndarray(x).shape
 
 
-def dtype(x):
+def dtype(x: ArrayLike) -> np.dtype[Any]:
     """The numpy dtype of ``x``."""
     return as_ndarray(x).dtype
 
 
-def size(x) -> int:
+def size(x: ArrayLike) -> int:
     """The number of elements of ``x``."""
     return as_ndarray(x).size
 
 
-def context(x) -> Context:
+def context(x: ArrayLike) -> Context:
     """The device of ``x``."""
     return as_ndarray(x).context
 
 
-def copy(x) -> NDArray:
+def copy(x: ArrayLike) -> NDArray:
     """A copy of ``x`` that shares no storage with it."""
     return as_ndarray(x).copy()
 
 
-def as_in_context(x, ctx) -> NDArray:
+def as_in_context(x: ArrayLike, ctx: ContextLike) -> NDArray:
     """``x`` on device ``ctx``."""
     return as_ndarray(x).as_in_context(ctx)
 
 
-def to_numpy(x) -> np.ndarray:
+def to_numpy(x: ArrayLike) -> np.ndarray[Any, Any]:
     """A writable numpy copy of ``x`` (= ``x.asnumpy()``)."""
     return as_ndarray(x).asnumpy()
 
 
-def to_list(x) -> list:
+def to_list(x: ArrayLike) -> Any:
     """``x`` as nested Python lists, like numpy's ``tolist``."""
     return as_ndarray(x).tolist()
 
 
-def to_scalar(x):
+def to_scalar(x: ArrayLike) -> Any:
     """The value of a one-element array as a Python number (MXNet's ``asscalar``).
 
     Example:
@@ -477,7 +497,7 @@ def to_scalar(x):
     return a._h.numpy().reshape(-1)[0].item()
 
 
-def reshape(data, shape) -> NDArray:
+def reshape(data: ArrayLike, shape: Shape | int) -> NDArray:
     """``data`` with a new shape (one dimension may be -1). As in MXNet, the input may be
     given by keyword: ``reshape(data=x, shape=...)``.
 
@@ -485,10 +505,11 @@ def reshape(data, shape) -> NDArray:
         >>> reshape(arange(6), (2, -1)).shape
         (2, 3)
     """
-    return NDArray(_native.nd_reshape(_handle(data), [int(d) for d in (shape if not isinstance(shape, numbers.Integral) else (shape,))]))
+    dims: Any = shape if not isinstance(shape, numbers.Integral) else (shape,)
+    return NDArray(_native.nd_reshape(_handle(data), [int(d) for d in dims]))
 
 
-def concat(*arrays, dim=1) -> NDArray:
+def concat(*arrays: Any, dim: int = 1) -> NDArray:
     """Joins arrays along axis ``dim`` (default 1, as MXNet); a list or several arrays.
 
     Example:
@@ -499,13 +520,14 @@ def concat(*arrays, dim=1) -> NDArray:
     return NDArray(_native.nd_concat([_handle(a) for a in xs], int(dim)))
 
 
-def stack(*arrays, axis=0) -> NDArray:
+def stack(*arrays: Any, axis: int = 0) -> NDArray:
     """Joins arrays along a new axis ``axis``; a list or several arrays."""
     xs = arrays[0] if len(arrays) == 1 and isinstance(arrays[0], (list, tuple)) else arrays
     return NDArray(_native.nd_stack([_handle(a) for a in xs], int(axis)))
 
 
-def slice(data, begin, end, step=None) -> NDArray:  # noqa: A001 - MXNet's name
+def slice(data: ArrayLike, begin: Sequence[int | None], end: Sequence[int | None],
+          step: Sequence[int | None] | None = None) -> NDArray:  # noqa: A001 - MXNet's name
     """MXNet's ``slice``: per leading axis, ``begin``/``end``/``step`` (None = default);
     ``data`` may be given by keyword.
 
@@ -518,7 +540,7 @@ def slice(data, begin, end, step=None) -> NDArray:  # noqa: A001 - MXNet's name
     return NDArray(_native.nd_slice(_handle(data), begin, end, step))
 
 
-def slice_axis(data, axis, begin, end) -> NDArray:
+def slice_axis(data: ArrayLike, axis: int, begin: int, end: int | None) -> NDArray:
     """Elements ``begin:end`` of ``data`` along ``axis`` (``end`` None = to the end).
 
     Example:
@@ -529,13 +551,13 @@ def slice_axis(data, axis, begin, end) -> NDArray:
     return NDArray(_native.nd_slice_axis(_handle(data), int(axis), int(begin), None if end is None else int(end)))
 
 
-def transpose(data, axes=None) -> NDArray:
+def transpose(data: ArrayLike, axes: Sequence[int] | None = None) -> NDArray:
     """``data`` with its axes permuted (reversed when ``axes`` is None); ``data`` may be given
     by keyword."""
     return NDArray(_native.nd_transpose(_handle(data), None if axes is None else [int(a) for a in axes]))
 
 
-def argmax_channel(x) -> NDArray:
+def argmax_channel(x: ArrayLike) -> NDArray:
     """Index of the maximum along the last axis, as float32 (MXNet's ``argmax_channel``).
 
     Example:
@@ -545,7 +567,7 @@ def argmax_channel(x) -> NDArray:
     return NDArray(_native.nd_argmax(_handle(x), -1, False))
 
 
-def dot(lhs, rhs, transpose_a=False, transpose_b=False) -> NDArray:
+def dot(lhs: ArrayLike, rhs: ArrayLike, transpose_a: bool = False, transpose_b: bool = False) -> NDArray:
     """Matrix product with MXNet's ``dot`` semantics (GEMM in the core).
 
     Example:
@@ -555,13 +577,15 @@ def dot(lhs, rhs, transpose_a=False, transpose_b=False) -> NDArray:
     return NDArray(_native.nd_dot(_handle(lhs), _handle(rhs), bool(transpose_a), bool(transpose_b)))
 
 
-def batch_dot(lhs, rhs, transpose_a=False, transpose_b=False) -> NDArray:
+def batch_dot(lhs: ArrayLike, rhs: ArrayLike, transpose_a: bool = False,
+              transpose_b: bool = False) -> NDArray:
     """Batched matrix product ``(B, m, k) x (B, k, n) -> (B, m, n)``."""
     return NDArray(_native.nd_batch_dot(_handle(lhs), _handle(rhs), bool(transpose_a), bool(transpose_b)))
 
 
-def _reducer(name):
-    def reduce(data, axis=None, keepdims=False, exclude=False) -> NDArray:
+def _reducer(name: str) -> Callable[..., NDArray]:
+    def reduce(data: ArrayLike, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+               exclude: bool = False) -> NDArray:
         axes = None if axis is None else [int(a) for a in (axis if isinstance(axis, (list, tuple)) else (axis,))]
         return NDArray(_native.nd_reduce(name, _handle(data), axes, bool(keepdims), bool(exclude)))
     reduce.__name__ = name
@@ -585,7 +609,8 @@ min = _reducer("min")  # noqa: A001
 prod = _reducer("prod")
 
 
-def random_uniform(low=0.0, high=1.0, shape=(1,), opts=None, **kw) -> NDArray:
+def random_uniform(low: float = 0.0, high: float = 1.0, shape: Shape | int = (1,),
+                   opts: Mapping[str, Any] | None = None, **kw: Any) -> NDArray:
     """Uniform samples in ``[low, high)`` from the global seed (``mx.random.seed``).
 
     Options: as ``zeros``.
@@ -597,7 +622,8 @@ def random_uniform(low=0.0, high=1.0, shape=(1,), opts=None, **kw) -> NDArray:
     return _place(h, ctx)
 
 
-def random_normal(loc=0.0, scale=1.0, shape=(1,), opts=None, **kw) -> NDArray:
+def random_normal(loc: float = 0.0, scale: float = 1.0, shape: Shape | int = (1,),
+                  opts: Mapping[str, Any] | None = None, **kw: Any) -> NDArray:
     """Normal samples with mean ``loc`` and standard deviation ``scale`` (global seed).
 
     Options: as ``zeros``.
@@ -609,7 +635,7 @@ def random_normal(loc=0.0, scale=1.0, shape=(1,), opts=None, **kw) -> NDArray:
     return _place(h, ctx)
 
 
-def save(fname, data) -> None:
+def save(fname: PathLike, data: Any) -> None:
     """Saves an NDArray, a list of them or a dict name → NDArray in MXNet's binary format.
 
     The file is written atomically (temp file + rename) and loads in MXNet 1.9.1
@@ -635,7 +661,7 @@ def save(fname, data) -> None:
         raise TypeError(f"nd.save: data must be an NDArray, a list or a dict of them, got {type(data).__name__}")
 
 
-def load(fname):
+def load(fname: PathLike) -> list[NDArray] | dict[str, NDArray]:
     """Loads an MXNet NDArray file: a list, or a dict when the file has names (in file order).
 
     Raises FileNotFoundError for a missing file and MXFNError for a malformed one.
@@ -648,12 +674,12 @@ def load(fname):
 
 # -- operator functions generated from the registry ---------------------------------------
 
-def _make_nd_op(info):
+def _make_nd_op(info: _native.OpInfo) -> Callable[..., Any]:
     op = info["name"]
     variadic = info["variadic"]
 
-    def f(*args, **kwargs):
-        args = list(args)
+    def f(*positional: Any, **kwargs: Any) -> Any:
+        args = list(positional)
         opts = dict(args.pop()) if args and isinstance(args[-1], Mapping) else {}
         merged = {**opts, **kwargs}
         merged.pop("name", None)  # imperative calls have no node name
@@ -661,7 +687,7 @@ def _make_nd_op(info):
         if variadic and len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = list(args[0])
         inputs = [(None, _handle(a)) for a in args]
-        attrs = {}
+        attrs: dict[str, str] = {}
         for k, v in merged.items():
             k = k.replace("-", "_")
             if isinstance(v, (NDArray, np.ndarray)):
@@ -676,7 +702,7 @@ def _make_nd_op(info):
     return f
 
 
-def _install_ops():
+def _install_ops() -> None:
     own = set(globals())
     globals().update({k: v for k, v in op_functions(_make_nd_op).items() if k not in own})
 

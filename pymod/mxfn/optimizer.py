@@ -24,13 +24,20 @@ import difflib
 import numbers
 import warnings
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Union
 
 from . import _native
 from ._errors import MXFNError
 from ._maps import FrozenMap
-from ._opts import documented, opt, parse_opts
+from ._opts import OptSpec, documented, opt, parse_opts
 from .lr_scheduler import LRScheduler
 from .ndarray import NDArray, _handle
+
+if TYPE_CHECKING:
+    from ._types import ArrayLike, OptimizerParams, SchedulerLike
+
+    #: An optimizer state as MXNet shapes it: None, an NDArray, or a tuple of states.
+    OptState = Union[NDArray, tuple["OptState", ...], None]
 
 __all__ = [
     "Optimizer", "Updater", "sgd", "nag", "signum", "dcasgd", "sgld", "adam", "adamax", "nadam",
@@ -55,8 +62,10 @@ class Optimizer:
     """
 
     __slots__ = ("_h", "_sched")
+    _h: _native.OptimizerHandle
+    _sched: SchedulerLike | None
 
-    def __init__(self, handle, sched=None):
+    def __init__(self, handle: _native.OptimizerHandle, sched: SchedulerLike | None = None) -> None:
         if not isinstance(handle, _native.OptimizerHandle):
             raise TypeError("Optimizer(...) wraps a core handle; build optimizers with "
                             "mx.optimizer.sgd(...), adam(...) or create(name, ...)")
@@ -67,7 +76,7 @@ class Optimizer:
     def name(self) -> str:
         return _native.opt_name(self._h)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         o = options(self)
         shown = ["learning_rate", "wd", "rescale_grad", "clip_gradient"]
         items = [f"{k}={o[k]!r}" for k in shown]
@@ -79,7 +88,7 @@ class Optimizer:
 
 # ---------------------------------------------------------------------------- options
 
-def _common(lr_default, lr_doc):
+def _common(lr_default: float | None, lr_doc: str) -> dict[str, OptSpec]:
     return {
         "learning_rate": opt(lr_default, float, lr_doc),
         "wd": opt(0.0, float, "weight decay (L2), times the parameter's wd_mult"),
@@ -176,11 +185,11 @@ _BOOL_PARAMS = {"centered", "lazy_update"}
 
 # ---------------------------------------------------------------------------- construction
 
-def _name_map(fname, key, m, value_type):
-    out = {}
+def _name_map(fname: str, key: str, m: Mapping[Any, Any] | None, value_type: type) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
     for k, v in (m or {}).items():
         ok_key = isinstance(k, str) if value_type is float else (
-            isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 0)
+            isinstance(k, numbers.Integral) and not isinstance(k, bool) and int(k) >= 0)
         if not ok_key:
             want = "parameter names (str)" if value_type is float else "indices (ints >= 0)"
             raise TypeError(f'{fname}: "{key}" keys must be {want}, got {k!r}')
@@ -195,7 +204,7 @@ def _name_map(fname, key, m, value_type):
     return out
 
 
-def _sym_mults(fname, sym):
+def _sym_mults(fname: str, sym: Any) -> tuple[dict[str, float], dict[str, float]]:
     """The ``__lr_mult__`` / ``__wd_mult__`` attributes of the symbol's arguments (MXNet's
     ``sym_info``); an attr dict ``{node: {key: value}}`` is accepted in place of a symbol."""
     if sym is None:
@@ -220,7 +229,8 @@ def _sym_mults(fname, sym):
     return lr, wd
 
 
-def _make(name, fname, spec, opts, kw) -> Optimizer:
+def _make(name: str, fname: str, spec: Mapping[str, OptSpec], opts: Mapping[str, Any] | None,
+          kw: Mapping[str, Any]) -> Optimizer:
     o = parse_opts(fname, spec, opts, kw)
     sched = o["lr_scheduler"]
     if sched is not None and not isinstance(sched, LRScheduler) and not callable(sched):
@@ -240,7 +250,7 @@ def _make(name, fname, spec, opts, kw) -> Optimizer:
 
 
 @documented(SGD_OPTS)
-def sgd(opts=None, /, **kw) -> Optimizer:
+def sgd(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """Stochastic gradient descent, with optional momentum (MXNet's SGD).
 
     momentum 0: ``w = (1 - lr*wd)*w - lr*clip(rescale_grad*g)``; else
@@ -263,7 +273,7 @@ def sgd(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(NAG_OPTS)
-def nag(opts=None, /, **kw) -> Optimizer:
+def nag(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """Nesterov accelerated gradient (MXNet's NAG).
 
     With momentum: ``m1 = momentum*m``, ``w' = w - m1 + (1 + momentum)*(m1 - lr*(g' + wd*w))``,
@@ -283,7 +293,7 @@ def nag(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(SIGNUM_OPTS)
-def signum(opts=None, /, **kw) -> Optimizer:
+def signum(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """Signum: steps along the sign of the momentum (MXNet's Signum; signSGD for momentum 0).
 
     ``m = momentum*m - (1 - momentum)*(wd*w + clip(rescale_grad*g))``,
@@ -303,7 +313,7 @@ def signum(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(DCASGD_OPTS)
-def dcasgd(opts=None, /, **kw) -> Optimizer:
+def dcasgd(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """Delay-compensated asynchronous SGD (MXNet's DCASGD).
 
     ``step = -lr*(g' + wd*w + lamda*g'**2*(w - w_prev))``, ``w_prev = w``, ``w = w + step``
@@ -323,7 +333,7 @@ def dcasgd(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(SGLD_OPTS)
-def sgld(opts=None, /, **kw) -> Optimizer:
+def sgld(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """Stochastic gradient Langevin dynamics (MXNet's SGLD).
 
     ``w = w - lr/2*(clip(rescale_grad*g) + wd*w) + noise``, noise ~ Normal(0, sqrt(lr)) from
@@ -342,7 +352,7 @@ def sgld(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(ADAM_OPTS)
-def adam(opts=None, /, **kw) -> Optimizer:
+def adam(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """Adam (MXNet's Adam: L2 weight decay, bias correction folded into the learning rate).
 
     ``g' = clip(rescale_grad*g + wd*w)``, ``m = beta1*m + (1-beta1)*g'``,
@@ -363,7 +373,7 @@ def adam(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(ADAMAX_OPTS)
-def adamax(opts=None, /, **kw) -> Optimizer:
+def adamax(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """Adamax: Adam with the infinity norm (MXNet's Adamax).
 
     ``lr_t = lr/(1 - beta1**t)``, ``g' = clip(rescale_grad*g + wd*w)``,
@@ -383,7 +393,7 @@ def adamax(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(NADAM_OPTS)
-def nadam(opts=None, /, **kw) -> Optimizer:
+def nadam(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """Nesterov Adam (MXNet's Nadam).
 
     Uses MXNet's momentum schedule ``mu_t = beta1*(1 - 0.5*0.96**(t*schedule_decay))``; the
@@ -403,7 +413,7 @@ def nadam(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(ADAGRAD_OPTS)
-def adagrad(opts=None, /, **kw) -> Optimizer:
+def adagrad(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """AdaGrad (MXNet's AdaGrad).
 
     ``g' = clip(rescale_grad*g)``, ``h = h + g'**2``, ``w = w - lr*(g'/sqrt(h + eps) + wd*w)``.
@@ -422,7 +432,7 @@ def adagrad(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(RMSPROP_OPTS)
-def rmsprop(opts=None, /, **kw) -> Optimizer:
+def rmsprop(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """RMSProp, plain or centered (MXNet's RMSProp).
 
     ``g' = clip(rescale_grad*g + wd*w)``, ``n = (1-gamma1)*g'**2 + gamma1*n``; plain:
@@ -443,7 +453,7 @@ def rmsprop(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(ADADELTA_OPTS)
-def adadelta(opts=None, /, **kw) -> Optimizer:
+def adadelta(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """AdaDelta (MXNet's AdaDelta): no learning rate.
 
     ``g' = clip(rescale_grad*g)``, ``acc_g = rho*acc_g + (1-rho)*g'**2``,
@@ -464,7 +474,7 @@ def adadelta(opts=None, /, **kw) -> Optimizer:
 
 
 @documented(FTRL_OPTS)
-def ftrl(opts=None, /, **kw) -> Optimizer:
+def ftrl(opts: OptimizerParams | Mapping[str, Any] | None = None, /, **kw: Any) -> Optimizer:
     """FTRL-proximal (MXNet's Ftrl).
 
     ``g' = clip(rescale_grad*g)``, ``z = z + g' - (sqrt(n + g'**2) - sqrt(n))*w/lr``,
@@ -490,7 +500,8 @@ _MAKERS = {
 }
 
 
-def create(name, opts=None, /, **kw) -> Optimizer:
+def create(name: str | Optimizer, opts: OptimizerParams | Mapping[str, Any] | None = None, /,
+           **kw: Any) -> Optimizer:
     """An optimizer by name, case-insensitive like MXNet's registry (``"sgd"``, ``"Adam"``,
     ``"RMSProp"`` …), with that optimizer's options.
 
@@ -524,13 +535,13 @@ def create(name, opts=None, /, **kw) -> Optimizer:
 
 # ---------------------------------------------------------------------------- functional core
 
-def _opt(fname, o) -> Optimizer:
+def _opt(fname: str, o: Any) -> Optimizer:
     if not isinstance(o, Optimizer):
         raise TypeError(f"{fname}: expected an Optimizer, got {type(o).__name__}")
     return o
 
 
-def _index(fname, index) -> int:
+def _index(fname: str, index: Any) -> int:
     if isinstance(index, bool) or not isinstance(index, numbers.Integral):
         raise TypeError(f"{fname}: index must be an int, got {type(index).__name__} {index!r}")
     if index < 0:
@@ -538,13 +549,13 @@ def _index(fname, index) -> int:
     return int(index)
 
 
-def _array(x):
+def _array(x: ArrayLike) -> _native.NDArrayHandle:
     # NDArrays keep their dtype (the core names a non-float32 one); numpy arrays and lists
     # become float32, mxfn's default.
     return x._h if isinstance(x, NDArray) else _handle(x, "float32")
 
 
-def _state_in(fname, state):
+def _state_in(fname: str, state: Any) -> Any:
     if state is None:
         return None
     if isinstance(state, (tuple, list)):
@@ -556,7 +567,7 @@ def _state_in(fname, state):
                         f"create_state gives), got {type(state).__name__}") from None
 
 
-def _state_out(h):
+def _state_out(h: Any) -> Any:
     if h is None:
         return None
     if isinstance(h, tuple):
@@ -564,7 +575,7 @@ def _state_out(h):
     return NDArray(h)
 
 
-def create_state(opt, index, weight):
+def create_state(opt: Optimizer, index: int, weight: ArrayLike) -> OptState:
     """A fresh optimizer state for parameter ``index`` shaped like ``weight`` (MXNet's
     ``create_state``): None, an NDArray, or a tuple of them (see each optimizer).
 
@@ -580,7 +591,8 @@ def create_state(opt, index, weight):
     return _state_out(_native.opt_create_state(o._h, _index(fname, index), _array(weight)))
 
 
-def update(opt, index, weight, grad, state):
+def update(opt: Optimizer, index: int, weight: ArrayLike, grad: ArrayLike,
+           state: OptState) -> tuple[NDArray, OptState]:
     """One update of parameter ``index``: ``(new_weight, new_state)``.
 
     The inputs are left unchanged (the update works on copies where it must); the
@@ -612,12 +624,14 @@ class Updater:
     place); numpy weights are never written. States are kept in ``updater.states``."""
 
     __slots__ = ("optimizer", "states")
+    optimizer: Optimizer
+    states: dict[int, OptState]
 
-    def __init__(self, optimizer):
+    def __init__(self, optimizer: Optimizer) -> None:
         self.optimizer = _opt("optimizer.get_updater", optimizer)
         self.states = {}
 
-    def __call__(self, index, grad, weight):
+    def __call__(self, index: int, grad: ArrayLike, weight: ArrayLike) -> NDArray:
         if index not in self.states:
             self.states[index] = create_state(self.optimizer, index, weight)
         new, self.states[index] = update(self.optimizer, index, weight, grad, self.states[index])
@@ -626,7 +640,7 @@ class Updater:
         return new
 
 
-def get_updater(opt) -> Updater:
+def get_updater(opt: Optimizer) -> Updater:
     """An MXNet-style updater over ``opt`` (see ``Updater``).
 
     Returns:
@@ -645,7 +659,7 @@ def get_updater(opt) -> Updater:
 
 # ---------------------------------------------------------------------------- asking
 
-def name(opt) -> str:
+def name(opt: Optimizer) -> str:
     """The optimizer's registry name (``"sgd"``, ``"adam"``…).
 
     Example:
@@ -655,7 +669,7 @@ def name(opt) -> str:
     return _opt("optimizer.name", opt).name
 
 
-def learning_rate(opt) -> float:
+def learning_rate(opt: Optimizer) -> float:
     """The current learning rate. With a scheduler this calls it with ``num_update`` (and so
     advances its state, exactly like MXNet's ``learning_rate`` property).
 
@@ -666,7 +680,7 @@ def learning_rate(opt) -> float:
     return _native.opt_learning_rate(_opt("optimizer.learning_rate", opt)._h)
 
 
-def num_update(opt) -> int:
+def num_update(opt: Optimizer) -> int:
     """The largest update count of any index (MXNet's ``num_update``).
 
     Example:
@@ -676,7 +690,7 @@ def num_update(opt) -> int:
     return _native.opt_num_update(_opt("optimizer.num_update", opt)._h)
 
 
-def update_count(opt, index):
+def update_count(opt: Optimizer, index: int) -> int | None:
     """How many updates ``index`` has had (counted from ``begin_num_update``); None before its
     first update.
 
@@ -688,7 +702,7 @@ def update_count(opt, index):
     return _native.opt_update_count(_opt(fname, opt)._h, _index(fname, index))
 
 
-def options(opt) -> FrozenMap:
+def options(opt: Optimizer) -> FrozenMap:
     """The optimizer's effective constructor options, MXNet defaults filled in (MXNet's
     ``effective_kwargs``): ``learning_rate`` (None when a scheduler decides and none was
     given), ``wd``, ``rescale_grad``, ``clip_gradient``, ``begin_num_update``,
@@ -703,7 +717,7 @@ def options(opt) -> FrozenMap:
     """
     o = _opt("optimizer.options", opt)
     lr, wd, rescale, clip, begin, mp, _ = _native.opt_common(o._h)
-    out = {"learning_rate": lr, "wd": wd, "rescale_grad": rescale, "clip_gradient": clip,
+    out: dict[str, Any] = {"learning_rate": lr, "wd": wd, "rescale_grad": rescale, "clip_gradient": clip,
            "begin_num_update": begin, "multi_precision": mp}
     for k, v in _native.opt_params(o._h):
         out[k] = bool(v) if k in _BOOL_PARAMS else v
@@ -712,7 +726,7 @@ def options(opt) -> FrozenMap:
     return FrozenMap(out)
 
 
-def lr_scheduler(opt):
+def lr_scheduler(opt: Optimizer) -> SchedulerLike | None:
     """The scheduler given at creation (None without one); it shares the optimizer's state.
 
     Example:
@@ -722,7 +736,7 @@ def lr_scheduler(opt):
     return _opt("optimizer.lr_scheduler", opt)._sched
 
 
-def lr_mult(opt) -> FrozenMap:
+def lr_mult(opt: Optimizer) -> FrozenMap:
     """The effective learning-rate multipliers by name (the symbol's ``__lr_mult__`` and
     ``lr_mult`` option, then the last ``set_lr_mult``).
 
@@ -733,7 +747,7 @@ def lr_mult(opt) -> FrozenMap:
     return FrozenMap(_native.opt_lr_mult(_opt("optimizer.lr_mult", opt)._h))
 
 
-def wd_mult(opt) -> FrozenMap:
+def wd_mult(opt: Optimizer) -> FrozenMap:
     """The effective weight-decay multipliers by name: 0 for named parameters not ending in
     ``_weight`` / ``_gamma``, then the symbol's ``__wd_mult__`` and ``wd_mult`` option, then the
     last ``set_wd_mult``.
@@ -745,7 +759,7 @@ def wd_mult(opt) -> FrozenMap:
     return FrozenMap(_native.opt_wd_mult(_opt("optimizer.wd_mult", opt)._h))
 
 
-def idx2name(opt) -> FrozenMap:
+def idx2name(opt: Optimizer) -> FrozenMap:
     """Parameter names by index.
 
     Example:
@@ -757,7 +771,7 @@ def idx2name(opt) -> FrozenMap:
 
 # ---------------------------------------------------------------------------- acting
 
-def set_learning_rate(opt, lr) -> Optimizer:
+def set_learning_rate(opt: Optimizer, lr: float) -> Optimizer:
     """Sets the fixed learning rate; refused (MXFNError) when a scheduler decides, as in MXNet.
 
     Returns:
@@ -775,7 +789,7 @@ def set_learning_rate(opt, lr) -> Optimizer:
     return o
 
 
-def set_rescale_grad(opt, rescale_grad) -> Optimizer:
+def set_rescale_grad(opt: Optimizer, rescale_grad: float) -> Optimizer:
     """Sets the gradient scale (``module.init_optimizer`` sets 1/batch_size).
 
     Returns:
@@ -793,7 +807,7 @@ def set_rescale_grad(opt, rescale_grad) -> Optimizer:
     return o
 
 
-def set_lr_mult(opt, mults) -> Optimizer:
+def set_lr_mult(opt: Optimizer, mults: Mapping[str, float]) -> Optimizer:
     """Sets learning-rate multipliers by parameter name. As in MXNet the map is rebuilt from
     the defaults (the symbol's ``__lr_mult__``, the ``lr_mult`` option) plus ``mults``; an
     earlier call's entries are dropped.
@@ -811,7 +825,7 @@ def set_lr_mult(opt, mults) -> Optimizer:
     return o
 
 
-def set_wd_mult(opt, mults) -> Optimizer:
+def set_wd_mult(opt: Optimizer, mults: Mapping[str, float]) -> Optimizer:
     """Sets weight-decay multipliers by parameter name, rebuilt like ``set_lr_mult`` from the
     defaults (0 for named non-weights, the symbol's ``__wd_mult__``, the ``wd_mult`` option).
 
@@ -828,7 +842,7 @@ def set_wd_mult(opt, mults) -> Optimizer:
     return o
 
 
-def set_idx2name(opt, mapping) -> Optimizer:
+def set_idx2name(opt: Optimizer, mapping: Mapping[int, str]) -> Optimizer:
     """Replaces the index -> name map and recomputes the weight-decay defaults from it (the
     module does this at ``init_optimizer``; SPEC §8).
 

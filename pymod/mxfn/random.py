@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from . import _native
 from ._errors import MXFNError
-from .ndarray import random_normal, random_uniform
+from .ndarray import NDArray, random_normal, random_uniform
+
+if TYPE_CHECKING:
+    from ._types import Shape
 
 
-def seed(seed_state) -> None:
+def seed(seed_state: int) -> None:
     """Seeds every mxfn random draw (samplers, initializers, shuffling).
 
     Example:
@@ -22,11 +27,13 @@ def seed(seed_state) -> None:
     _native.random_seed(int(seed_state) & (2**64 - 1))
 
 
-def uniform(low=0.0, high=1.0, shape=(1,), opts=None, **kw):
+def uniform(low: float = 0.0, high: float = 1.0, shape: Shape | int = (1,),
+            opts: Mapping[str, Any] | None = None, **kw: Any) -> NDArray:
     """Uniform samples in ``[low, high)``; options ``dtype``, ``ctx`` (see ``nd.zeros``)."""
     return random_uniform(low, high, shape, opts, **kw)
 
 
-def normal(loc=0.0, scale=1.0, shape=(1,), opts=None, **kw):
+def normal(loc: float = 0.0, scale: float = 1.0, shape: Shape | int = (1,),
+           opts: Mapping[str, Any] | None = None, **kw: Any) -> NDArray:
     """Normal samples; options ``dtype``, ``ctx`` (see ``nd.zeros``)."""
     return random_normal(loc, scale, shape, opts, **kw)

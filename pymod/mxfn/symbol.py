@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +20,13 @@ from . import _native
 from ._dtypes import dtype_name
 from ._opts import normalize_key, opt, parse_opts
 from ._ops import attr_str, op_functions
+
+if TYPE_CHECKING:
+    from ._types import DTypeLike, PathLike, Shape
+
+    # The operator functions added from the registry at import (sym.fully_connected,
+    # sym.softmax_output, sym.FullyConnected, …): each returns a Symbol.
+    def __getattr__(name: str) -> Callable[..., Symbol]: ...
 
 
 class Symbol:
@@ -38,71 +46,73 @@ class Symbol:
     """
 
     __slots__ = ("_h",)
+    _h: _native.SymbolHandle
 
-    def __init__(self, handle):
+    def __init__(self, handle: _native.SymbolHandle) -> None:
         if not isinstance(handle, _native.SymbolHandle):
             raise TypeError("Symbol(...) wraps a core handle; use mx.sym.variable or an operator")
         self._h = handle
 
     # -- queries
-    def list_arguments(self):
+    def list_arguments(self) -> list[str]:
         return self._h.list_arguments()
 
-    def list_outputs(self):
+    def list_outputs(self) -> list[str]:
         return self._h.list_outputs()
 
-    def list_auxiliary_states(self):
+    def list_auxiliary_states(self) -> list[str]:
         return self._h.list_auxiliary_states()
 
-    def list_inputs(self):
+    def list_inputs(self) -> list[str]:
         return self._h.list_inputs()
 
     @property
-    def name(self):
+    def name(self) -> str | None:
         return self._h.name()
 
-    def attr(self, key):
+    def attr(self, key: str) -> str | None:
         return self._h.attr(key)
 
-    def attr_dict(self):
+    def attr_dict(self) -> dict[str, dict[str, str]]:
         return self._h.attr_dict()
 
-    def get_internals(self):
+    def get_internals(self) -> Symbol:
         return Symbol(self._h.get_internals())
 
-    def tojson(self):
+    def tojson(self) -> str:
         return self._h.to_json()
 
     to_json = tojson
 
-    def infer_shape(self, *args, **kwargs):
+    def infer_shape(self, *args: Any, **kwargs: Any) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], list[tuple[int, ...]]]:
         return infer_shape(self, *args, **kwargs)
 
-    def infer_type(self, *args, **kwargs):
+    def infer_type(self, *args: Any, **kwargs: Any) -> tuple[list[np.dtype[Any]], list[np.dtype[Any]], list[np.dtype[Any]]]:
         return infer_type(self, *args, **kwargs)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._h.num_outputs()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Symbol]:
         return (self[i] for i in range(len(self)))
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: int | str) -> Symbol:
         if isinstance(key, str):
             return Symbol(self._h.output_by_name(key))
         if isinstance(key, numbers.Integral):
             n = self._h.num_outputs()
-            if not -n <= key < n:
+            if not -n <= int(key) < n:
                 raise IndexError(f"symbol output index {key} out of range for {n} outputs")
             return Symbol(self._h.output(int(key) % n))
         raise TypeError(f"symbol index must be an int or an output name, got {type(key).__name__}")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         outs = self.list_outputs()
         return f"<Symbol {self.name if len(outs) == 1 else 'group [' + ', '.join(outs) + ']'}>"
 
     # -- arithmetic, as MXNet writes it in JSON
-    def _arith(self, other, op, scalar_op, hint, scalar_hint, reverse=False):
+    def _arith(self, other: Any, op: str, scalar_op: str, hint: str, scalar_hint: str,
+               reverse: bool = False) -> Symbol:
         if isinstance(other, Symbol):
             a, b = (other, self) if reverse else (self, other)
             return _compose(op, None, hint, {}, [(None, a), (None, b)])
@@ -110,29 +120,30 @@ class Symbol:
             return _compose(scalar_op, None, scalar_hint, {"scalar": attr_str(other)}, [(None, self)])
         return NotImplemented
 
-    def __add__(self, o): return self._arith(o, "elemwise_add", "_plus_scalar", "_plus", "_plusscalar")
-    def __radd__(self, o): return self.__add__(o)
-    def __sub__(self, o): return self._arith(o, "elemwise_sub", "_minus_scalar", "_minus", "_minusscalar")
-    def __rsub__(self, o): return self._arith(o, "elemwise_sub", "_rminus_scalar", "_minus", "_rminusscalar", True)
-    def __mul__(self, o): return self._arith(o, "elemwise_mul", "_mul_scalar", "_mul", "_mulscalar")
-    def __rmul__(self, o): return self.__mul__(o)
-    def __truediv__(self, o): return self._arith(o, "elemwise_div", "_div_scalar", "_div", "_divscalar")
-    def __rtruediv__(self, o): return self._arith(o, "elemwise_div", "_rdiv_scalar", "_div", "_rdivscalar", True)
-    def __pow__(self, o): return self._arith(o, "_power", "_power_scalar", "_power", "_powerscalar")
-    def __neg__(self): return self.__mul__(-1.0)
+    def __add__(self, o: Symbol | float) -> Symbol: return self._arith(o, "elemwise_add", "_plus_scalar", "_plus", "_plusscalar")
+    def __radd__(self, o: Symbol | float) -> Symbol: return self.__add__(o)
+    def __sub__(self, o: Symbol | float) -> Symbol: return self._arith(o, "elemwise_sub", "_minus_scalar", "_minus", "_minusscalar")
+    def __rsub__(self, o: Symbol | float) -> Symbol: return self._arith(o, "elemwise_sub", "_rminus_scalar", "_minus", "_rminusscalar", True)
+    def __mul__(self, o: Symbol | float) -> Symbol: return self._arith(o, "elemwise_mul", "_mul_scalar", "_mul", "_mulscalar")
+    def __rmul__(self, o: Symbol | float) -> Symbol: return self.__mul__(o)
+    def __truediv__(self, o: Symbol | float) -> Symbol: return self._arith(o, "elemwise_div", "_div_scalar", "_div", "_divscalar")
+    def __rtruediv__(self, o: Symbol | float) -> Symbol: return self._arith(o, "elemwise_div", "_rdiv_scalar", "_div", "_rdivscalar", True)
+    def __pow__(self, o: Symbol | float) -> Symbol: return self._arith(o, "_power", "_power_scalar", "_power", "_powerscalar")
+    def __neg__(self) -> Symbol: return self.__mul__(-1.0)
 
-    def __copy__(self):
+    def __copy__(self) -> Symbol:
         return self
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: Any) -> Symbol:
         return self
 
 
-def _compose(op, name, hint, attrs, inputs):
+def _compose(op: str, name: str | None, hint: str | None, attrs: dict[str, str],
+             inputs: Sequence[tuple[str | None, Symbol]]) -> Symbol:
     return Symbol(_native.sym_create(op, name, hint, attrs, [(k, s._h) for k, s in inputs]))
 
 
-def variable(name, opts=None, /, **kw) -> Symbol:
+def variable(name: str, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Symbol:
     """A variable: a named graph input (data, label or parameter).
 
     Options:
@@ -178,7 +189,7 @@ _VAR_OPTS = {
 var = Variable = variable
 
 
-def group(symbols) -> Symbol:
+def group(symbols: Sequence[Symbol]) -> Symbol:
     """One symbol whose outputs are all the outputs of ``symbols``."""
     return Symbol(_native.sym_group([s._h for s in symbols]))
 
@@ -186,52 +197,52 @@ def group(symbols) -> Symbol:
 Group = group
 
 
-def get_internals(s) -> Symbol:
+def get_internals(s: Symbol) -> Symbol:
     """Every node output of ``s`` (``fc1_output``, variables, …) as one grouped symbol."""
     return s.get_internals()
 
 
-def get_output(s, i) -> Symbol:
+def get_output(s: Symbol, i: int | str) -> Symbol:
     """Output ``i`` (an index or an output name) of ``s``."""
     return s[i]
 
 
-def list_arguments(s):
+def list_arguments(s: Symbol) -> list[str]:
     """Argument names (inputs and parameters, not auxiliary states), in graph order."""
     return s.list_arguments()
 
 
-def list_outputs(s):
+def list_outputs(s: Symbol) -> list[str]:
     """Output names (``fc1_output``, …)."""
     return s.list_outputs()
 
 
-def list_auxiliary_states(s):
+def list_auxiliary_states(s: Symbol) -> list[str]:
     """Auxiliary state names (``bn_moving_mean``, …)."""
     return s.list_auxiliary_states()
 
 
-def list_inputs(s):
+def list_inputs(s: Symbol) -> list[str]:
     """Every variable name (arguments and auxiliary states)."""
     return s.list_inputs()
 
 
-def name(s):
+def name(s: Symbol) -> str | None:
     """The node name of a single-output symbol."""
     return s.name
 
 
-def attr(s, key):
+def attr(s: Symbol, key: str) -> str | None:
     """Attribute ``key`` of a single-node symbol (None when absent)."""
     return s.attr(key)
 
 
-def attr_dict(s):
+def attr_dict(s: Symbol) -> dict[str, dict[str, str]]:
     """``{node name: {key: value}}`` for every node with attributes."""
     return s.attr_dict()
 
 
-def _shape_map(fname, shapes, kw):
+def _shape_map(fname: str, shapes: Mapping[str, Any] | None, kw: Mapping[str, Any]) -> dict[str, list[int]]:
     m = dict(shapes or {})
     m.update(kw)
     out = {}
@@ -245,7 +256,8 @@ def _shape_map(fname, shapes, kw):
     return out
 
 
-def infer_shape(s, shapes=None, /, **kw):
+def infer_shape(s: Symbol, shapes: Mapping[str, Shape | None] | None = None, /,
+                **kw: Shape | None) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]], list[tuple[int, ...]]]:
     """``(arg_shapes, out_shapes, aux_shapes)`` from known input shapes (a map or keywords).
 
     Raises MXFNError naming the argument that could not be inferred.
@@ -260,7 +272,8 @@ def infer_shape(s, shapes=None, /, **kw):
     return tup(a), tup(o), tup(x)
 
 
-def infer_type(s, types=None, /, **kw):
+def infer_type(s: Symbol, types: Mapping[str, DTypeLike] | None = None, /,
+               **kw: DTypeLike) -> tuple[list[np.dtype[Any]], list[np.dtype[Any]], list[np.dtype[Any]]]:
     """``(arg_types, out_types, aux_types)`` as numpy dtypes from known input dtypes."""
     m = {str(k): dtype_name(v, "sym.infer_type") for k, v in {**(types or {}), **kw}.items()}
     a, o, x = s._h.infer_type(m)
@@ -268,51 +281,52 @@ def infer_type(s, types=None, /, **kw):
     return conv(a), conv(o), conv(x)
 
 
-def to_json(s) -> str:
+def to_json(s: Symbol) -> str:
     """MXNet 1.x JSON text of ``s`` (what ``Symbol.tojson()`` writes)."""
     return s.tojson()
 
 
-def load_json(text) -> Symbol:
+def load_json(text: str) -> Symbol:
     """A symbol from MXNet JSON text (1.x, or the pre-1.0 layouts MXNet upgrades)."""
     if not isinstance(text, str):
         raise TypeError(f"sym.load_json: text must be a str, got {type(text).__name__}")
     return Symbol(_native.sym_load_json(text))
 
 
-def save(s, fname) -> None:
+def save(s: Symbol, fname: PathLike) -> None:
     """Writes ``s`` as MXNet JSON to ``fname`` (atomically)."""
     _native.sym_save(s._h, os.fspath(fname))
 
 
-def load(fname) -> Symbol:
+def load(fname: PathLike) -> Symbol:
     """Reads a symbol JSON file (``prefix-symbol.json``)."""
     return Symbol(_native.sym_load(os.fspath(fname)))
 
 
-def add(a, b):
+def add(a: Any, b: Any) -> Symbol:
     """``a + b`` (symbols or scalars)."""
     return a + b
 
 
-def sub(a, b):
+def sub(a: Any, b: Any) -> Symbol:
     """``a - b``."""
     return a - b
 
 
-def mul(a, b):
+def mul(a: Any, b: Any) -> Symbol:
     """``a * b``."""
     return a * b
 
 
-def div(a, b):
+def div(a: Any, b: Any) -> Symbol:
     """``a / b``."""
     return a / b
 
 
 # -- operator functions generated from the registry ---------------------------------------
 
-def _split_call(fname, args, kwargs):
+def _split_call(fname: str, args: Sequence[Any], kwargs: Mapping[str, Any]
+                ) -> tuple[Any, Any, list[Any], dict[Any, Any]]:
     """Separates the three Clojure call forms and Python keywords into
     (name, attr_map, inputs list, params dict)."""
     args = list(args)
@@ -333,10 +347,10 @@ def _split_call(fname, args, kwargs):
     return node_name, attr_map, args, merged
 
 
-def _make_sym_op(info):
+def _make_sym_op(info: _native.OpInfo) -> Callable[..., Symbol]:
     op = info["name"]
 
-    def f(*args, **kwargs):
+    def f(*args: Any, **kwargs: Any) -> Symbol:
         node_name, attr_map, positional, merged = _split_call(info["py_name"], args, kwargs)
         inputs = [(None, _as_symbol(a, op)) for a in positional]
         params = {}
@@ -361,7 +375,7 @@ def _make_sym_op(info):
     return f
 
 
-def _as_symbol(x, op):
+def _as_symbol(x: Any, op: str) -> Symbol:
     if isinstance(x, (list, tuple)):
         raise TypeError(f"sym.{op}: give several inputs as separate arguments or by name")
     if not isinstance(x, Symbol):
@@ -375,7 +389,8 @@ _FILL_OPTS = {
 }
 
 
-def _fill(fname, op, shape, value, opts, kw) -> Symbol:
+def _fill(fname: str, op: str, shape: Any, value: float | None, opts: Mapping[str, Any] | None,
+          kw: Mapping[str, Any]) -> Symbol:
     o = parse_opts(f"sym.{fname}", _FILL_OPTS, opts, kw)
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         shape = (shape,)
@@ -389,7 +404,7 @@ def _fill(fname, op, shape, value, opts, kw) -> Symbol:
     return _compose(op, o["name"], op, attrs, [])
 
 
-def zeros(shape, opts=None, /, **kw) -> Symbol:
+def zeros(shape: Shape | int, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Symbol:
     """A symbol of ``shape`` filled with 0 (MXNet's ``mx.sym.zeros``: a ``_zeros`` node).
 
     Options: ``dtype="float32"``, ``name=None``.
@@ -401,13 +416,14 @@ def zeros(shape, opts=None, /, **kw) -> Symbol:
     return _fill("zeros", "_zeros", shape, None, opts, kw)
 
 
-def ones(shape, opts=None, /, **kw) -> Symbol:
+def ones(shape: Shape | int, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Symbol:
     """A symbol of ``shape`` filled with 1 (MXNet's ``mx.sym.ones``: a ``_ones`` node).
     Options as ``zeros``."""
     return _fill("ones", "_ones", shape, None, opts, kw)
 
 
-def full(shape, val, opts=None, /, **kw) -> Symbol:
+def full(shape: Shape | int, val: float, opts: Mapping[str, Any] | None = None, /,
+         **kw: Any) -> Symbol:
     """A symbol of ``shape`` filled with ``val`` (MXNet's ``mx.sym.full``: a ``_full`` node).
     Options as ``zeros``."""
     if isinstance(val, bool) or not isinstance(val, numbers.Real):

@@ -3,14 +3,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from ._errors import MXFNError
 from ._fit import plot_history  # noqa: F401  (mx.visualization.plot_history)
 from ._opts import opt, parse_opts
 
+if TYPE_CHECKING:
+    from ._types import Shape
+    from .symbol import Symbol
 
-def _internal_shapes(sym, shape):
+
+def _internal_shapes(sym: Symbol, shape: Mapping[str, Shape] | None) -> dict[str, tuple[int, ...]]:
     if not shape:
         return {}
     internals = sym.get_internals()
@@ -18,7 +25,7 @@ def _internal_shapes(sym, shape):
     return dict(zip(internals.list_outputs(), out_shapes))
 
 
-def _node_output(op, name):
+def _node_output(op: str, name: str) -> str:
     return name if op == "null" else f"{name}_output"
 
 
@@ -27,7 +34,8 @@ _LOSS_LAYERS = frozenset({"SoftmaxOutput", "LinearRegressionOutput", "LogisticRe
                           "MAERegressionOutput", "SVMOutput"})
 
 
-def print_summary(sym, shape=None, line_length=120, positions=(.44, .64, .74, 1.)):
+def print_summary(sym: Symbol, shape: Mapping[str, Shape] | None = None, line_length: int = 120,
+                  positions: Sequence[float] = (.44, .64, .74, 1.)) -> str:
     """Prints MXNet's layer table — layer (type), output shape (without the batch axis),
     parameter count, previous layers — and the total parameter count.
 
@@ -50,7 +58,7 @@ def print_summary(sym, shape=None, line_length=120, positions=(.44, .64, .74, 1.
     cols = [int(line_length * p) for p in positions]
     lines = []
 
-    def row(fields):
+    def row(fields: Sequence[Any]) -> None:
         text = ""
         for f, end in zip(fields, cols):
             text = (text + str(f))[:end].ljust(end)
@@ -96,7 +104,7 @@ _PARAM_SUFFIXES = ("_weight", "_bias", "_beta", "_gamma", "_moving_var", "_movin
                    "_running_var", "_running_mean")
 
 
-def plot_network(sym, opts=None, /, **kw):
+def plot_network(sym: Symbol, opts: Mapping[str, Any] | None = None, /, **kw: Any) -> str:
     """The network as Graphviz DOT text (one node per layer, parameters hidden, edges labelled
     with shapes when ``shape`` is given); also rendered to ``filename`` when the ``graphviz``
     package is installed and ``filename`` is given.
