@@ -10,6 +10,7 @@ mod metric;
 mod module;
 mod nd;
 mod optim;
+mod profiler;
 mod run_loop;
 mod sym;
 
@@ -33,5 +34,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     module::register(m)?;
     bucketing::register(m)?;
     run_loop::register(m)?;
+    profiler::register(m)?;
     Ok(())
 }
