@@ -14,6 +14,7 @@ from . import context, ndarray, random, symbol
 from . import executor, initializer, io, lr_scheduler, metric, optimizer, visualization
 from . import callback, kvstore, module, monitor
 from . import curried  # built from module: import it after
+from . import profiler  # mx.profiler; MXFN_PROFILE=1 starts it at import
 from . import rnn  # mx.rnn: cells as values, unroll, pack/unpack, encode_sentences
 from . import onnx  # mx.onnx.export_model; the onnx package itself is needed only when called
 from ._errors import MXFNError
@@ -39,4 +40,4 @@ except _metadata.PackageNotFoundError:
 __all__ = ["MXFNError", "Context", "cpu", "gpu", "current_context", "context", "nd", "ndarray",
            "random", "sym", "symbol", "executor", "visualization", "io", "optimizer",
            "lr_scheduler", "initializer", "init", "eval_metric", "metric", "module", "callback",
-           "kvstore", "monitor", "curried", "rnn", "onnx"]
+           "kvstore", "monitor", "curried", "profiler", "rnn", "onnx"]

@@ -11,6 +11,7 @@ mod metric;
 mod module;
 mod nd;
 mod optim;
+mod profiler;
 mod run_loop;
 mod sym;
 
@@ -35,5 +36,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bucketing::register(m)?;
     run_loop::register(m)?;
     dist::register(m)?;
+    profiler::register(m)?;
     Ok(())
 }

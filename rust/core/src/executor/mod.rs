@@ -8,6 +8,9 @@ use crate::symbol::{Node, Symbol};
 use crate::tensor::{DType, NDArray};
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
+
+pub mod profile;
 
 /// What to do with an argument's gradient.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -564,14 +567,23 @@ impl Executor {
         // Steps already computed inside their producer's forward (see `fusions`); a monitor
         // sees every op's own output, so it turns fusion off.
         let mut fused = vec![false; self.steps.len()];
+        let profiling = profile::running();
         for (si, step) in self.steps.iter().enumerate() {
             let node = &step.node;
             let outs = match (&node.inst, step.var) {
                 // Variables are read from the argument / aux arrays (see `value`): holding a
                 // second reference here would make the optimizer's in-place update copy.
                 (_, Some(_)) => Vec::new(),
-                (Some(_), None) if fused[si] => values[step.inputs[0].0].clone(),
+                (Some(_), None) if fused[si] => {
+                    // Computed by its producer: a call of no time of its own.
+                    if profiling {
+                        let d = std::time::Duration::ZERO;
+                        profile::record(node.op_name(), &node.name, profile::Pass::Forward, d);
+                    }
+                    values[step.inputs[0].0].clone()
+                }
                 (Some(inst), None) => {
+                    let start = profiling.then(Instant::now);
                     let na = node.num_arguments();
                     let ins: Vec<NDArray> = step.inputs[..na]
                         .iter()
@@ -595,6 +607,10 @@ impl Executor {
                         None => inst.forward(&ctx, &ins, &mut aux),
                     }
                     .map_err(|e| with_node(e, node))?;
+                    if let Some(t) = start {
+                        let d = t.elapsed();
+                        profile::record(node.op_name(), &node.name, profile::Pass::Forward, d);
+                    }
                     for (p, a) in aux_pos.iter().zip(aux) {
                         if let Some(slot) = self.aux_arrays.get_mut(*p) {
                             *slot = a;
@@ -684,6 +700,7 @@ impl Executor {
             accumulate(&mut grads[s][o], g)?;
         }
         let needs = self.needs_grad();
+        let profiling = profile::running();
         for si in (0..n).rev() {
             let step = &self.steps[si];
             let Some(inst) = &step.node.inst else {
@@ -713,9 +730,14 @@ impl Executor {
                 node: &step.node.name,
                 need_grad: &need_grad,
             };
+            let start = profiling.then(Instant::now);
             let in_grads = inst
                 .backward(&ctx, &out_grads, &ins, outs, &mut aux)
                 .map_err(|e| with_node(e, &step.node))?;
+            if let Some(t) = start {
+                let (node, d) = (&step.node, t.elapsed());
+                profile::record(node.op_name(), &node.name, profile::Pass::Backward, d);
+            }
             for (p, a) in aux_pos.iter().zip(aux) {
                 if let Some(slot) = self.aux_arrays.get_mut(*p) {
                     *slot = a;

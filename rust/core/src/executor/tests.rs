@@ -140,3 +140,44 @@ fn fused_activations_match_the_unfused_run() {
     };
     assert_eq!(run(false), run(true));
 }
+
+/// The profiler counts every node's forward and backward calls while it runs, nothing while
+/// it is stopped. (The table is process-wide and other tests run executors concurrently, so
+/// this test looks only at its own uniquely named nodes.)
+#[test]
+fn profiler_counts_forward_and_backward_calls_per_node() {
+    let x = Symbol::variable("x");
+    let a = Symbol::create("relu", Some("prof_zz_a"), &[], vec![(None, x)]).unwrap();
+    let b = Symbol::create("square", Some("prof_zz_b"), &[], vec![(None, a)]).unwrap();
+    let shapes = HashMap::from([("x".to_string(), vec![4])]);
+    let mut exe = Executor::simple_bind(
+        &b,
+        Context::cpu(0),
+        &shapes,
+        &HashMap::new(),
+        &HashMap::new(),
+        GradReq::Write,
+    )
+    .unwrap();
+    exe.forward(true).unwrap();
+    let before = profile::snapshot();
+    assert!(!before.nodes.contains_key("prof_zz_a"));
+    profile::set_running(true);
+    for _ in 0..3 {
+        exe.forward(true).unwrap();
+        exe.backward(&[NDArray::ones(&[4], DType::Float32)])
+            .unwrap();
+    }
+    exe.forward(false).unwrap();
+    profile::set_running(false);
+    exe.forward(false).unwrap();
+    let p = profile::snapshot();
+    let row = p.nodes["prof_zz_b"];
+    assert_eq!(row[0].0, Some("square"));
+    assert_eq!((row[0].1.count, row[1].1.count), (4, 3));
+    assert_eq!(p.nodes["prof_zz_a"][0].1.count, 4);
+    assert!(p.ops[&("square", profile::Pass::Forward)].count >= 4);
+    let table = profile::render(&p);
+    assert!(table.contains("prof_zz_b"), "{table}");
+    assert!(table.contains("square"), "{table}");
+}

@@ -105,6 +105,18 @@ impl ConvGeom {
             && self.output[2] > 0
     }
 
+    /// A 2-D (or 1-D) depthwise convolution: one filter per channel, each seeing only its own
+    /// channel (MobileNet's 3×3 layers). Im2col + one GEMM per group would run a product of
+    /// one row per channel; [`depthwise_forward`] and its two transposes loop directly.
+    fn is_depthwise_2d(&self) -> bool {
+        self.groups == self.channels
+            && self.filters == self.channels
+            && self.input[0] == 1
+            && self.kernel[0] == 1
+            && self.output[0] == 1
+            && self.output[2] > 0
+    }
+
     /// Whether batch-parallel work pays for itself (a rough multiply-add count).
     fn parallel(&self) -> bool {
         self.batch > 1
@@ -485,6 +497,23 @@ pub fn conv_forward(
     if let Some(b) = bias {
         g.check_len("conv forward: bias", b.len(), f)?;
     }
+    if g.is_depthwise_2d() {
+        depthwise_forward(g, x, w, bias, y, epilogue);
+        return Ok(());
+    }
+    conv_forward_gemm(g, x, w, bias, y, epilogue)
+}
+
+/// [`conv_forward`] through im2col and one GEMM per group (lengths already checked).
+fn conv_forward_gemm(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) -> Result<()> {
+    let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
     let fg = g.filters_per_group();
     for_blocks_mut(g, y, f * l, |r, y_block, par| {
         let nb = r.len();
@@ -525,6 +554,10 @@ pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -
         dx.len(),
         g.batch * c * il,
     )?;
+    if g.is_depthwise_2d() {
+        depthwise_backward_data(g, dy, w, dx);
+        return Ok(());
+    }
     let (fg, ck, ckg) = (
         g.filters_per_group(),
         g.col_rows(),
@@ -578,6 +611,10 @@ pub fn conv_backward_weight(
     )?;
     if let Some(db) = &db {
         g.check_len("conv weight gradient: bias gradient", db.len(), f)?;
+    }
+    if g.is_depthwise_2d() {
+        depthwise_backward_weight(g, x, dy, dw, db);
+        return Ok(());
     }
     let (fg, ckg) = (
         g.filters_per_group(),
@@ -654,6 +691,184 @@ pub fn conv_backward_weight(
         db.copy_from_slice(sums);
     }
     Ok(())
+}
+
+/// Planes of a depthwise pass per parallel task: enough multiply-adds (about 32k) that a task
+/// outweighs handing it to the pool.
+fn depthwise_planes_per_task(g: &ConvGeom) -> usize {
+    (32768 / (g.out_len() * g.kernel_len()).max(1)).max(1)
+}
+
+/// Whether a depthwise pass goes to the pool (a rough multiply-add count).
+fn depthwise_parallel(g: &ConvGeom) -> bool {
+    g.batch * g.channels * g.out_len() * g.kernel_len() >= SERIAL_BELOW
+}
+
+/// Calls `f(plane index, tap (a, e), output row y, input row iy, output range [lo, hi), first
+/// input column)` for every tap of every output row of one depthwise plane whose input row
+/// exists: the loop the forward and both gradients share, so they stay exact transposes.
+#[inline(always)]
+fn depthwise_taps(g: &ConvGeom, mut f: impl FnMut(usize, usize, usize, usize, usize, usize)) {
+    let [_, ih, _] = g.input;
+    let [_, oh, ow] = g.output;
+    let [_, kh, kw] = g.kernel;
+    let [_, sh, sw] = g.stride;
+    let [_, dh, dw] = g.dilate;
+    let [_, ph, pw] = g.pad;
+    let iw = g.input[2];
+    let ranges: Vec<(usize, usize, usize)> = (0..kw)
+        .map(|e| {
+            let (lo, hi) = valid_range(ow, sw, e * dw, pw, iw);
+            (lo, hi, (lo * sw + e * dw).saturating_sub(pw))
+        })
+        .collect();
+    for y in 0..oh {
+        for a in 0..kh {
+            let iy = (y * sh + a * dh) as isize - ph as isize;
+            if iy < 0 || iy as usize >= ih {
+                continue;
+            }
+            for (e, &(lo, hi, first)) in ranges.iter().enumerate() {
+                if lo < hi {
+                    f(a * kw + e, y, iy as usize, lo, hi, first);
+                }
+            }
+        }
+    }
+}
+
+/// Depthwise forward over whole planes: `y[n, c] = Σ_taps w[c, tap] · shifted x[n, c]`
+/// (+ `bias[c]`), one output row at a time (stride 1: each tap is a contiguous multiply-add
+/// over the row), then `epilogue` over the plane while it is in cache. Planes run in parallel.
+fn depthwise_forward(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) {
+    let (c, l, il, k) = (g.channels, g.out_len(), g.in_len(), g.kernel_len());
+    let (ow, iw, sw) = (g.output[2], g.input[2], g.stride[2]);
+    let plane = |(p, out): (usize, &mut [f32])| {
+        let ch = p % c;
+        let img = &x[p * il..(p + 1) * il];
+        let wk = &w[ch * k..(ch + 1) * k];
+        out.fill(0.0);
+        depthwise_taps(g, |tap, oy, iy, lo, hi, first| {
+            let wv = wk[tap];
+            let row = &mut out[oy * ow + lo..oy * ow + hi];
+            let src = &img[iy * iw + first..(iy + 1) * iw];
+            if sw == 1 {
+                row.iter_mut().zip(src).for_each(|(d, s)| *d += wv * s);
+            } else {
+                row.iter_mut()
+                    .zip(src.iter().step_by(sw))
+                    .for_each(|(d, s)| *d += wv * s);
+            }
+        });
+        if let Some(b) = bias {
+            out.iter_mut().for_each(|v| *v += b[ch]);
+        }
+        if let Some(e) = epilogue {
+            e(out);
+        }
+    };
+    if l == 0 {
+        return;
+    }
+    if depthwise_parallel(g) {
+        y.par_chunks_mut(l)
+            .with_min_len(depthwise_planes_per_task(g))
+            .enumerate()
+            .for_each(plane);
+    } else {
+        y.chunks_mut(l).enumerate().for_each(plane);
+    }
+}
+
+/// The transpose of [`depthwise_forward`] (no bias): `dx` plane by plane, overwritten.
+fn depthwise_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) {
+    let (c, l, il, k) = (g.channels, g.out_len(), g.in_len(), g.kernel_len());
+    let (ow, iw, sw) = (g.output[2], g.input[2], g.stride[2]);
+    let plane = |(p, img): (usize, &mut [f32])| {
+        let ch = p % c;
+        let src = &dy[p * l..(p + 1) * l];
+        let wk = &w[ch * k..(ch + 1) * k];
+        img.fill(0.0);
+        depthwise_taps(g, |tap, oy, iy, lo, hi, first| {
+            let wv = wk[tap];
+            let d_row = &src[oy * ow + lo..oy * ow + hi];
+            let dst = &mut img[iy * iw + first..(iy + 1) * iw];
+            if sw == 1 {
+                dst.iter_mut().zip(d_row).for_each(|(d, s)| *d += wv * s);
+            } else {
+                dst.iter_mut()
+                    .step_by(sw)
+                    .zip(d_row)
+                    .for_each(|(d, s)| *d += wv * s);
+            }
+        });
+    };
+    if il == 0 {
+        return;
+    }
+    if depthwise_parallel(g) {
+        dx.par_chunks_mut(il)
+            .with_min_len(depthwise_planes_per_task(g))
+            .enumerate()
+            .for_each(plane);
+    } else {
+        dx.chunks_mut(il).enumerate().for_each(plane);
+    }
+}
+
+/// The weight (and bias) gradient of [`depthwise_forward`]: per channel, the sums over the
+/// samples in order (deterministic at any thread count); channels run in parallel.
+fn depthwise_backward_weight(
+    g: &ConvGeom,
+    x: &[f32],
+    dy: &[f32],
+    dw: &mut [f32],
+    db: Option<&mut [f32]>,
+) {
+    let (c, l, il, k) = (g.channels, g.out_len(), g.in_len(), g.kernel_len());
+    let (ow, iw, sw) = (g.output[2], g.input[2], g.stride[2]);
+    let channel = |ch: usize| -> (Vec<f32>, f32) {
+        let mut acc = vec![0.0f32; k];
+        let mut sum = 0.0f32;
+        for n in 0..g.batch {
+            let p = n * c + ch;
+            let img = &x[p * il..(p + 1) * il];
+            let d = &dy[p * l..(p + 1) * l];
+            depthwise_taps(g, |tap, oy, iy, lo, hi, first| {
+                let d_row = &d[oy * ow + lo..oy * ow + hi];
+                let src = &img[iy * iw + first..(iy + 1) * iw];
+                acc[tap] += if sw == 1 {
+                    d_row.iter().zip(src).map(|(a, b)| a * b).sum::<f32>()
+                } else {
+                    d_row
+                        .iter()
+                        .zip(src.iter().step_by(sw))
+                        .map(|(a, b)| a * b)
+                        .sum::<f32>()
+                };
+            });
+            sum += d.iter().sum::<f32>();
+        }
+        (acc, sum)
+    };
+    let per: Vec<(Vec<f32>, f32)> = if depthwise_parallel(g) {
+        (0..c).into_par_iter().map(channel).collect()
+    } else {
+        (0..c).map(channel).collect()
+    };
+    for (row, (acc, _)) in dw.chunks_exact_mut(k.max(1)).zip(&per) {
+        row.copy_from_slice(acc);
+    }
+    if let Some(db) = db {
+        db.iter_mut().zip(&per).for_each(|(d, (_, s))| *d = *s);
+    }
 }
 
 /// Adds `bias[c]` to every value of channel `c` of `y (batch, channels, spatial)`.
@@ -847,7 +1062,53 @@ mod tests {
             mk(3, 2, 4, 1, [1, 7, 6], [1, 3, 2], [1; 3], [1; 3], [0; 3]),
             mk(2, 4, 2, 2, [1, 5, 5], [1, 2, 2], [1; 3], [1; 3], [0; 3]),
             mk(2, 3, 2, 1, [1, 1, 9], [1, 1, 4], [1; 3], [1; 3], [0; 3]),
+            // depthwise (the direct kernels): MobileNet's 3×3 pad 1 at stride 1 and 2, a
+            // dilated one, a 1-D one, and one channel
+            mk(2, 4, 4, 4, [1, 6, 7], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+            mk(
+                3,
+                3,
+                3,
+                3,
+                [1, 7, 8],
+                [1, 3, 3],
+                [1, 2, 2],
+                [1; 3],
+                [0, 1, 1],
+            ),
+            mk(
+                1,
+                2,
+                2,
+                2,
+                [1, 7, 7],
+                [1, 3, 2],
+                [1, 1, 2],
+                [1, 2, 2],
+                [0, 2, 0],
+            ),
+            mk(2, 3, 3, 3, [1, 1, 9], [1, 1, 3], [1; 3], [1; 3], [0, 0, 1]),
+            mk(2, 1, 1, 1, [1, 5, 5], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
         ]
+    }
+
+    /// The depthwise kernels against the im2col + GEMM path on a parallel-sized batch.
+    #[test]
+    fn depthwise_matches_the_gemm_path() {
+        let mut g = geoms()[11];
+        assert!(g.is_depthwise_2d());
+        (g.batch, g.channels, g.filters, g.groups) = (8, 32, 32, 32);
+        (g.input, g.output) = ([1, 17, 17], [1, 9, 9]);
+        assert!(depthwise_parallel(&g));
+        let x = vals(g.batch * g.channels * g.in_len(), 12);
+        let w = vals(g.weight_len(), 13);
+        let b = vals(g.filters, 14);
+        let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+        let mut want = y.clone();
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+        conv_forward(&g, &x, &w, Some(&b), &mut y, Some(&relu)).unwrap();
+        conv_forward_gemm(&g, &x, &w, Some(&b), &mut want, Some(&relu)).unwrap();
+        close(&y, &want);
     }
 
     fn close(a: &[f32], b: &[f32]) {
