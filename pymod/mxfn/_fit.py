@@ -504,6 +504,14 @@ def fit(mod, train_data=None, opts=None, /, **kw):
     opt_kw = {"kvstore": fp["kvstore"], "optimizer": fp["optimizer"]}
     if isinstance(fp["optimizer"], str) or dict(fp["optimizer_params"]) != _DEFAULT_OPT_PARAMS:
         opt_kw["optimizer_params"] = dict(fp["optimizer_params"])
+    if fp["begin_epoch"] > 0 and isinstance(fp["optimizer"], str) \
+            and "begin_num_update" not in opt_kw["optimizer_params"]:
+        # Resuming: the updates of the epochs before begin_epoch count, so learning-rate
+        # schedules (and Adam's bias correction) continue instead of restarting — MXNet 1.9.1
+        # restarts them, a known bug not copied. One pass over the training data counts the
+        # batches of an epoch; an optimizer given as a value keeps its own begin_num_update.
+        per_epoch = io.reduce_batches(train, lambda n, _: n + 1)
+        opt_kw["optimizer_params"]["begin_num_update"] = fp["begin_epoch"] * per_epoch
     m.init_optimizer(mod, **opt_kw)
 
     validation_metric = fp["validation_metric"] if fp["validation_metric"] is not None else fp["eval_metric"]

@@ -45,7 +45,9 @@ pub struct EpochRecord {
 pub struct FitOptions {
     /// Train until this epoch number, exclusive (default 1).
     pub num_epoch: usize,
-    /// The first epoch number (default 0).
+    /// The first epoch number (default 0). A resumed fit uses `optimizer` as given: create it
+    /// with `begin_num_update` = begin_epoch × batches per epoch so learning-rate schedules
+    /// continue (Python's `fit` does this itself for an optimizer given by name).
     pub begin_epoch: usize,
     /// The training metric (default accuracy).
     pub eval_metric: EvalMetric,
