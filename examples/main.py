@@ -40,6 +40,7 @@ def main():
         f = os.path.join(d, "demo-0001.params")
         nd.save(f, {"arg:w": w, "arg:b": nd.zeros(128)})
         back = nd.load(f)
+        assert isinstance(back, dict)  # a file of named arrays loads as a dict
         print(f"saved and reloaded {list(back)} ({os.path.getsize(f)} bytes, MXNet's format)")
         assert np.array_equal(back["arg:w"].asnumpy(), w.asnumpy())
 

@@ -79,7 +79,7 @@ def main(num_epoch=3, seed=1):
 
     probs = m.predict(mod, {"eval_data": test})[0]
     mx.io.reset(test)
-    labels = np.concatenate([mx.io.batch_label(b)[0].asnumpy() for b in test])
+    labels = np.concatenate([b["label"][0].asnumpy() for b in test])
     print(f"predict: {probs.shape}, accuracy {np.mean(probs.asnumpy().argmax(1) == labels):.4f}")
     mx.io.reset(test)
     first = next(iter(test))

@@ -14,6 +14,7 @@ import logging
 import numbers
 import weakref
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -119,8 +120,8 @@ def fit_params(opts=None, /, **kw) -> FitParams:
 
 # -- history --------------------------------------------------------------------------------
 
-_HISTORY = weakref.WeakKeyDictionary()
-_HISTORY_BY_ID = {}  # for module objects that cannot be weakly referenced
+_HISTORY: weakref.WeakKeyDictionary[Any, dict[str, list[float]]] = weakref.WeakKeyDictionary()
+_HISTORY_BY_ID: dict[int, dict[str, list[float]]] = {}  # for modules that cannot be weakly referenced
 
 
 def _history_of(mod) -> dict:
@@ -366,7 +367,8 @@ def _predict_batches(fname, mod, o, merge=False) -> list:
     it = _as_iter(mod, o["eval_data"], fname)
     num_batch = _num_batch(fname, o["num_batch"])
     m = _m()
-    if isinstance(it, io.NativeIter) and o["reset"] and isinstance(mod, getattr(m, "Module", ())):
+    module_cls: Any = getattr(m, "Module", ())
+    if isinstance(it, io.NativeIter) and o["reset"] and isinstance(mod, module_cls):
         m._mod(fname.rsplit(".", 1)[-1], mod)
         n = None if num_batch is None or num_batch < 0 else num_batch
         return [[NDArray(h) for h in outs] for outs in _native.mod_predict(mod._h, it._h, n, merge)]
@@ -542,7 +544,7 @@ class _FitSteps:
         self.m, self.mod, self.train, self.eval_data, self.fp = m, mod, train, eval_data, fp
         self.eval_metric, self.validation_metric = eval_metric, validation_metric
         self.monitor, self.batch_cbs, self.epoch_cbs = monitor, batch_cbs, epoch_cbs
-        self.batches = None
+        self.batches: Any = None
         self.data_batch = None
         self.eval_name_vals = []
         self.dist = None  # the workers, when several train together

@@ -5,6 +5,7 @@ a zero-argument callable returning one, a torch-style DataLoader). ``mx.io`` re-
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -102,6 +103,7 @@ class IterFrom(DataIter):
         if not self._pull():
             raise StopIteration
         b, self._buf = self._buf, None
+        assert b is not None  # _pull filled the buffer
         self._consumed += 1
         return b
 
@@ -174,6 +176,7 @@ class IterFrom(DataIter):
         return self._named(data, "data_names", i), self._named(label, "label_names", i)
 
     def _array(self, name, x, i):
+        a: Any
         if isinstance(x, NDArray):
             a = x
         else:
@@ -205,7 +208,7 @@ class IterFrom(DataIter):
         return out
 
     def _descs_text(self):
-        return [(d["name"], d["shape"]) for d in self._pd + self._pl]
+        return [(d["name"], d["shape"]) for d in [*self._pd, *self._pl]]
 
     def _batch(self, raw, i) -> DataBatch | None:
         d, lab = self._parts(raw, i)

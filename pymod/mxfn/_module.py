@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -565,7 +566,7 @@ def forward(mod, data_batch, is_train=None) -> Module:
     return mod
 
 
-def _batch_parts(fname, data_batch):
+def _batch_parts(fname: str, data_batch: Any) -> tuple[list[Any], list[Any], int]:
     """(data handles, label handles, pad) of a DataBatch or map, for the native calls."""
     try:
         data = batch_data(data_batch)
@@ -1010,7 +1011,7 @@ def _bm_save_checkpoint(mod, opts=None, /, **kw):
     return mod
 
 
-_BM_CUSTOM = {
+_BM_CUSTOM: dict[str, Callable[..., Any]] = {
     "bind": _bm_bind, "forward": _bm_forward, "init_optimizer": _bm_init_optimizer,
     "borrow_optimizer": _bm_borrow_optimizer, "install_monitor": _bm_install_monitor,
     "load_optimizer_states": _bm_load_optimizer_states, "save_checkpoint": _bm_save_checkpoint,
@@ -1025,13 +1026,14 @@ _BM_QUERY = ("data_names", "label_names", "output_names", "param_names", "aux_na
              "label_shapes", "output_shapes", "symbol", "contexts", "binded", "params_initialized",
              "optimizer_initialized", "outputs", "outputs_merged", "input_grads", "input_grads_merged",
              "grad_arrays", "get_params", "params", "arg_params", "aux_params")
-_orig = {}
+_orig: dict[str, Callable[..., Any]] = {}
 
 
 def _dispatching(name):
     import functools
     f = globals()[name]
     _orig[name] = f
+    impl: Callable[..., Any]
     if name in _BM_CUSTOM:
         impl = _BM_CUSTOM[name]
     elif name in _BM_EFFECT:

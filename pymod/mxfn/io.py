@@ -99,7 +99,7 @@ class NativeIter(DataIter):
         return self
 
     def __repr__(self):
-        return f"<{self.kind} batch_size={self.batch_size} inputs={[d['name'] for d in self._pd + self._pl]}>"
+        return f"<{self.kind} batch_size={self.batch_size} inputs={[d['name'] for d in [*self._pd, *self._pl]]}>"
 
 
 def _arrays(fname, key, x, allow_none):

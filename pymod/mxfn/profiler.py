@@ -28,6 +28,7 @@ import atexit
 import json
 import os
 import sys
+from typing import Any
 
 from . import _native
 from ._errors import MXFNError
@@ -39,7 +40,7 @@ _MXNET_CONFIG_KEYS = ("profile_all", "profile_symbolic", "profile_imperative", "
                       "profile_process")
 
 
-def set_config(**kw) -> None:
+def set_config(**kw: Any) -> None:
     """Accepts MXNet's ``set_config`` keys (``profile_all``, ``aggregate_stats``, ``filename``,
     …) for compatibility; mxfn's profiler always aggregates per operator and per layer, so they
     change nothing. An unknown key raises ``MXFNError``."""
@@ -49,7 +50,7 @@ def set_config(**kw) -> None:
                             f"{', '.join(_MXNET_CONFIG_KEYS)}")
 
 
-def set_state(state="stop", profile_process="worker") -> str:
+def set_state(state: str = "stop", profile_process: str = "worker") -> str:
     """Starts (``"run"``) or stops (``"stop"``) recording; stopping keeps the table. Returns
     the state. (``profile_process`` is MXNet's and only ``"worker"`` exists here.)"""
     if state not in ("run", "stop"):
@@ -65,7 +66,7 @@ def state() -> str:
     return "run" if _native.profiler_running() else "stop"
 
 
-def rows() -> dict:
+def rows() -> dict[str, list[Any]]:
     """The table as data: ``{"operators": [(op, pass, calls, total_ms)], "layers": [(layer,
     op, pass, calls, total_ms)]}``, each sorted by total time, largest first."""
     ops, layers = _native.profiler_rows()
@@ -73,7 +74,7 @@ def rows() -> dict:
             "layers": sorted(layers, key=lambda r: (-r[4], r[0], r[2]))}
 
 
-def dumps(reset=False, format="table") -> str:
+def dumps(reset: bool = False, format: str = "table") -> str:
     """The aggregate table: per operator type and pass, then per layer (node name), sorted by
     total time, with calls, total and mean milliseconds and the share of all recorded time.
     ``format="json"`` gives ``rows()`` as JSON. With ``reset=True`` the counters are cleared
@@ -93,7 +94,7 @@ def reset() -> None:
     _native.profiler_reset()
 
 
-def _print_at_exit():
+def _print_at_exit() -> None:
     print(dumps(), file=sys.stderr)
 
 

@@ -9,7 +9,7 @@ become ONNX's: LSTM i, f, g, o → i, o, f, c; GRU r, z, n → z, r, h (with
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from ._graph import Graph, Node, Outputs, converts
 
@@ -29,12 +29,18 @@ def rnn_param_concat(g: Graph, node: Node) -> Outputs:
                 axis=int(node.get("dim", 1)))
 
 
-def _layout(mode: str, layers: int, dirs: int, inp: int, hidden: int) -> Tuple[list, list]:
+_Span = Tuple[int, int, int]  # (start, rows, cols) in the flat vector
+_Pair = Tuple[_Span, _Span]  # the i2h and the h2h part
+
+
+def _layout(mode: str, layers: int, dirs: int, inp: int, hidden: int) -> Tuple[List[_Pair], List[_Pair]]:
     """Offsets into the flat vector: per (layer, direction), the (start, rows, cols) of the
     i2h and h2h weights, then of the i2h and h2h biases (cols 0) — MXNet's layout: every
     weight first, then every bias, both in layer-major, direction-minor order."""
     gates = _MODES[mode][1]
-    weights, biases, pos = [], [], 0
+    weights: List[_Pair] = []
+    biases: List[_Pair] = []
+    pos = 0
     for layer in range(layers):
         cols = inp if layer == 0 else dirs * hidden
         for _ in range(dirs):
@@ -79,7 +85,7 @@ def rnn(g: Graph, node: Node) -> Outputs:
     seq_lens = ""
     if node.flag("use_sequence_length"):
         seq_lens = g.cast(g.x(node, 4 if lstm else 3), "int32")
-    attrs = {"hidden_size": hidden, "direction": "bidirectional" if dirs == 2 else "forward"}
+    attrs: Dict[str, Any] = {"hidden_size": hidden, "direction": "bidirectional" if dirs == 2 else "forward"}
     if onnx_op == "RNN":
         attrs["activations"] = ["Relu" if mode == "rnn_relu" else "Tanh"] * dirs
     if onnx_op == "GRU":
