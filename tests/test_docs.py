@@ -54,7 +54,7 @@ def test_the_site_builds_strictly(site):
 @needs_mkdocs
 def test_the_api_reference_documents_every_function_of_mx_module(site):
     html = (site / "api" / "module" / "index.html").read_text()
-    documented = set(re.findall(r'id="mxfn\._(?:module|fit)\.(\w+)"', html))
+    documented = set(re.findall(r'id="mxfn\._(?:module|bucketing|fit)\.(\w+)"', html))
     # An alias (params = get_params) is documented under the name of the function it is.
     missing = [n for n in mxfn.module.__all__
                if n not in documented and getattr(mxfn.module, n).__name__ not in documented]

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 import mxfn
-from mxfn import _batch, _fit, _module, _native, _types, curried, optimizer
+from mxfn import _batch, _bucketing, _fit, _module, _native, _types, curried, optimizer
 
 PKG = pathlib.Path(mxfn.__file__).resolve().parent
 STUB = PKG / "_native.pyi"
@@ -111,7 +111,7 @@ def test_the_package_ships_its_types():
 # Each TypedDict of mxfn._types and the option spec it mirrors.
 OPTION_MAPS = [
     (_types.ModuleOptions, _module._MODULE_OPTS),
-    (_types.BucketingModuleOptions, _module._BUCKETING_OPTS),
+    (_types.BucketingModuleOptions, _bucketing._BUCKETING_OPTS),
     (_types.BindOptions, _module._BIND_OPTS),
     (_types.InitParamsOptions, _module._INIT_OPTS),
     (_types.SetParamsOptions, _module._SET_OPTS),

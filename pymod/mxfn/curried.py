@@ -19,7 +19,8 @@ from . import module as _module
 if TYPE_CHECKING:
     # The NO_MODULE functions, which _build() installs unchanged.
     from ._fit import fit_params  # noqa: F401
-    from ._module import bucketing_module, load_checkpoint, module  # noqa: F401
+    from ._bucketing import bucketing_module  # noqa: F401
+    from ._module import load_checkpoint, module  # noqa: F401
 
     # What _build() installs, for type checkers and editors: each MODULE_FIRST name takes the
     # arguments after the module and returns a function of the module.

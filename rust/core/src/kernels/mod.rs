@@ -3,6 +3,7 @@
 pub mod binary;
 pub mod conv;
 pub mod copy;
+mod depthwise;
 pub mod gemm;
 pub mod map;
 pub mod norm;

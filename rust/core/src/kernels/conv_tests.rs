@@ -1,0 +1,307 @@
+//! Unit tests of the convolution kernels (im2col / GEMM and depthwise paths).
+use super::*;
+use crate::kernels::depthwise::depthwise_parallel;
+
+fn vals(n: usize, seed: usize) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i * 7 + seed * 13) % 17) as f32 - 8.0) / 8.0)
+        .collect()
+}
+
+/// Naive convolution: y[n, f, o] = Σ_{c in group, k} w[f, c, k] · x[n, c, o·s + k·d − p].
+fn naive_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Vec<f32> {
+    let (cg, fg) = (g.channels / g.groups, g.filters / g.groups);
+    let [id, ih, iw] = g.input;
+    let [od, oh, ow] = g.output;
+    let [kd, kh, kw] = g.kernel;
+    let mut y = vec![0.0f32; g.batch * g.filters * g.out_len()];
+    for n in 0..g.batch {
+        for f in 0..g.filters {
+            let grp = f / fg;
+            for z in 0..od {
+                for yy in 0..oh {
+                    for xx in 0..ow {
+                        let mut s = b.map_or(0.0, |b| b[f]);
+                        for ci in 0..cg {
+                            let c = grp * cg + ci;
+                            for a in 0..kd {
+                                for bb in 0..kh {
+                                    for e in 0..kw {
+                                        let pz = (z * g.stride[0] + a * g.dilate[0]) as isize
+                                            - g.pad[0] as isize;
+                                        let py = (yy * g.stride[1] + bb * g.dilate[1]) as isize
+                                            - g.pad[1] as isize;
+                                        let px = (xx * g.stride[2] + e * g.dilate[2]) as isize
+                                            - g.pad[2] as isize;
+                                        if pz < 0
+                                            || py < 0
+                                            || px < 0
+                                            || pz as usize >= id
+                                            || py as usize >= ih
+                                            || px as usize >= iw
+                                        {
+                                            continue;
+                                        }
+                                        let xi =
+                                            ((n * g.channels + c) * id + pz as usize) * ih * iw
+                                                + py as usize * iw
+                                                + px as usize;
+                                        let wi = (((f * cg + ci) * kd + a) * kh + bb) * kw + e;
+                                        s += w[wi] * x[xi];
+                                    }
+                                }
+                            }
+                        }
+                        y[((n * g.filters + f) * od + z) * oh * ow + yy * ow + xx] = s;
+                    }
+                }
+            }
+        }
+    }
+    y
+}
+
+fn geoms() -> Vec<ConvGeom> {
+    let mk = |batch,
+              channels,
+              filters,
+              groups,
+              input: [usize; 3],
+              kernel: [usize; 3],
+              stride: [usize; 3],
+              dilate: [usize; 3],
+              pad: [usize; 3]| {
+        let output = [0, 1, 2]
+            .map(|i| conv_out_size(input[i], kernel[i], stride[i], dilate[i], pad[i]).unwrap());
+        ConvGeom {
+            batch,
+            channels,
+            filters,
+            groups,
+            input,
+            output,
+            kernel,
+            stride,
+            dilate,
+            pad,
+        }
+    };
+    vec![
+        mk(2, 3, 4, 1, [1, 5, 6], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+        mk(
+            2,
+            2,
+            3,
+            1,
+            [1, 7, 5],
+            [1, 3, 2],
+            [1, 2, 2],
+            [1; 3],
+            [0, 1, 0],
+        ),
+        mk(
+            1,
+            4,
+            6,
+            2,
+            [1, 5, 5],
+            [1, 3, 3],
+            [1; 3],
+            [1, 2, 2],
+            [0, 2, 1],
+        ),
+        mk(
+            3,
+            2,
+            2,
+            1,
+            [1, 1, 9],
+            [1, 1, 3],
+            [1, 1, 2],
+            [1; 3],
+            [0, 0, 1],
+        ),
+        mk(2, 3, 2, 1, [1, 4, 4], [1; 3], [1; 3], [1; 3], [0; 3]),
+        mk(
+            1,
+            2,
+            2,
+            2,
+            [3, 4, 4],
+            [2, 2, 3],
+            [1, 2, 1],
+            [1; 3],
+            [1, 0, 1],
+        ),
+        mk(5, 1, 2, 1, [1, 3, 3], [1, 3, 3], [1; 3], [1; 3], [0, 2, 2]),
+        // plain (no padding, stride or dilation): the contiguous-run fast path
+        mk(3, 2, 4, 1, [1, 7, 6], [1, 3, 2], [1; 3], [1; 3], [0; 3]),
+        mk(2, 4, 2, 2, [1, 5, 5], [1, 2, 2], [1; 3], [1; 3], [0; 3]),
+        mk(2, 3, 2, 1, [1, 1, 9], [1, 1, 4], [1; 3], [1; 3], [0; 3]),
+        // depthwise (the direct kernels): MobileNet's 3×3 pad 1 at stride 1 and 2, a
+        // dilated one, a 1-D one, and one channel
+        mk(2, 4, 4, 4, [1, 6, 7], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+        mk(
+            3,
+            3,
+            3,
+            3,
+            [1, 7, 8],
+            [1, 3, 3],
+            [1, 2, 2],
+            [1; 3],
+            [0, 1, 1],
+        ),
+        mk(
+            1,
+            2,
+            2,
+            2,
+            [1, 7, 7],
+            [1, 3, 2],
+            [1, 1, 2],
+            [1, 2, 2],
+            [0, 2, 0],
+        ),
+        mk(2, 3, 3, 3, [1, 1, 9], [1, 1, 3], [1; 3], [1; 3], [0, 0, 1]),
+        mk(2, 1, 1, 1, [1, 5, 5], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+    ]
+}
+
+/// The depthwise kernels against the im2col + GEMM path on a parallel-sized batch.
+#[test]
+fn depthwise_matches_the_gemm_path() {
+    let mut g = geoms()[11];
+    assert!(g.is_depthwise_2d());
+    (g.batch, g.channels, g.filters, g.groups) = (8, 32, 32, 32);
+    (g.input, g.output) = ([1, 17, 17], [1, 9, 9]);
+    assert!(depthwise_parallel(&g));
+    let x = vals(g.batch * g.channels * g.in_len(), 12);
+    let w = vals(g.weight_len(), 13);
+    let b = vals(g.filters, 14);
+    let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+    let mut want = y.clone();
+    let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+    conv_forward(&g, &x, &w, Some(&b), &mut y, Some(&relu)).unwrap();
+    conv_forward_gemm(&g, &x, &w, Some(&b), &mut want, Some(&relu)).unwrap();
+    close(&y, &want);
+}
+
+fn close(a: &[f32], b: &[f32]) {
+    assert_eq!(a.len(), b.len());
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "[{i}] {x} vs {y}");
+    }
+}
+
+#[test]
+fn forward_matches_naive_loops() {
+    for g in geoms() {
+        let x = vals(g.batch * g.channels * g.in_len(), 1);
+        let w = vals(g.weight_len(), 2);
+        let b = vals(g.filters, 3);
+        let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+        conv_forward(&g, &x, &w, Some(&b), &mut y, None).unwrap();
+        close(&y, &naive_forward(&g, &x, &w, Some(&b)));
+        conv_forward(&g, &x, &w, None, &mut y, None).unwrap();
+        close(&y, &naive_forward(&g, &x, &w, None));
+    }
+}
+
+/// The backward passes are the transposes of the (linear) forward: checks
+/// <conv(x), dy> = <x, conv_backward_data(dy)> = <w, conv_backward_weight(x, dy)> against
+/// the naive forward, and the weight gradient entrywise against naive sums.
+#[test]
+fn backward_matches_naive_transposes() {
+    for g in geoms() {
+        let x = vals(g.batch * g.channels * g.in_len(), 4);
+        let w = vals(g.weight_len(), 5);
+        let dy = vals(g.batch * g.filters * g.out_len(), 6);
+        let mut dx = vec![f32::NAN; x.len()];
+        conv_backward_data(&g, &dy, &w, &mut dx).unwrap();
+        // dx[i] = d<naive(x, w), dy>/dx[i]: probe with unit vectors.
+        let mut want_dx = vec![0.0f32; x.len()];
+        for (i, wd) in want_dx.iter_mut().enumerate() {
+            let mut e = vec![0.0f32; x.len()];
+            e[i] = 1.0;
+            *wd = naive_forward(&g, &e, &w, None)
+                .iter()
+                .zip(&dy)
+                .map(|(a, b)| a * b)
+                .sum();
+        }
+        close(&dx, &want_dx);
+        let mut dw = vec![f32::NAN; w.len()];
+        let mut db = vec![f32::NAN; g.filters];
+        conv_backward_weight(&g, &x, &dy, &mut dw, Some(&mut db)).unwrap();
+        close(&db, &channel_sums(&dy, g.filters, g.out_len()).unwrap());
+        let mut want_dw = vec![0.0f32; w.len()];
+        for (i, wd) in want_dw.iter_mut().enumerate() {
+            let mut e = vec![0.0f32; w.len()];
+            e[i] = 1.0;
+            *wd = naive_forward(&g, &x, &e, None)
+                .iter()
+                .zip(&dy)
+                .map(|(a, b)| a * b)
+                .sum();
+        }
+        close(&dw, &want_dw);
+    }
+}
+
+/// A batch large enough to be cut into blocks that run in parallel: the forward against
+/// naive loops, both backward passes through the adjoint identities
+/// <conv(x, w), dy> = <x, backward_data(dy, w)> = <w, backward_weight(x, dy)>.
+#[test]
+fn blocked_batches_match() {
+    let mut g = geoms()[0];
+    (g.batch, g.channels, g.filters) = (23, 3, 4);
+    (g.input, g.pad) = ([1, 20, 19], [0, 1, 0]);
+    g.output = [1, 20, 17];
+    assert!(blocks(&g).len() > 2 && blocks_in_parallel(&g, &blocks(&g)));
+    let x = vals(g.batch * g.channels * g.in_len(), 9);
+    let w = vals(g.weight_len(), 10);
+    let dy = vals(g.batch * g.filters * g.out_len(), 11);
+    let mut y = vec![f32::NAN; dy.len()];
+    conv_forward(&g, &x, &w, None, &mut y, None).unwrap();
+    close(&y, &naive_forward(&g, &x, &w, None));
+    let mut dx = vec![f32::NAN; x.len()];
+    conv_backward_data(&g, &dy, &w, &mut dx).unwrap();
+    let (mut dw, mut db) = (vec![f32::NAN; w.len()], vec![f32::NAN; g.filters]);
+    conv_backward_weight(&g, &x, &dy, &mut dw, Some(&mut db)).unwrap();
+    let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(p, q)| (p * q) as f64).sum::<f64>();
+    let want = dot(&y, &dy);
+    assert!((dot(&x, &dx) - want).abs() < 1e-3 * want.abs().max(1.0));
+    assert!((dot(&w, &dw) - want).abs() < 1e-3 * want.abs().max(1.0));
+    close(&db, &channel_sums(&dy, g.filters, g.out_len()).unwrap());
+}
+
+#[test]
+fn col2im_is_the_transpose_of_im2col() {
+    for mut g in geoms() {
+        g.batch = 2;
+        let img = vals(g.batch * g.channels * g.in_len(), 7);
+        let cols_in = vals(g.batch * g.col_rows() * g.out_len(), 8);
+        let mut cols = vec![f32::NAN; cols_in.len()];
+        im2col(&g, &img, g.batch, &mut cols, false);
+        let mut back = vec![f32::NAN; img.len()];
+        col2im(&g, &cols_in, g.batch, &mut back, true);
+        let lhs: f64 = cols.iter().zip(&cols_in).map(|(a, b)| (a * b) as f64).sum();
+        let rhs: f64 = img.iter().zip(&back).map(|(a, b)| (a * b) as f64).sum();
+        assert!((lhs - rhs).abs() < 1e-3, "{lhs} vs {rhs}");
+    }
+}
+
+#[test]
+fn bias_helpers_and_bad_lengths() {
+    let mut y = vec![0.0f32; 2 * 3 * 2];
+    add_channel_bias(&mut y, 3, 2, &[1.0, 2.0, 3.0]).unwrap();
+    assert_eq!(y, vec![1., 1., 2., 2., 3., 3., 1., 1., 2., 2., 3., 3.]);
+    assert_eq!(channel_sums(&y, 3, 2).unwrap(), vec![4.0, 8.0, 12.0]);
+    let g = geoms()[0];
+    let mut y = vec![0.0f32; 3];
+    assert!(conv_forward(&g, &[0.0; 2], &[0.0; 2], None, &mut y, None).is_err());
+    assert!(conv_out_size(2, 5, 1, 1, 1).is_none());
+    assert_eq!(conv_out_size(28, 5, 1, 1, 0), Some(24));
+    assert_eq!(conv_out_size(7, 3, 2, 2, 2), Some(4));
+}
