@@ -188,8 +188,12 @@ impl Slice {
         if step.contains(&Some(0)) {
             return Err(p.error("step", "non-zero steps", "a step of 0"));
         }
-        Ok(Arc::new(Slice { begin, end, step }))
+        Ok(Arc::new(Strided(Slice { begin, end, step })))
     }
+}
+
+impl Region for Slice {
+    const OP: &'static str = "slice";
 
     /// MXNet's `GetIndexRange` + `SetSliceOpOutputDimSize`: the region on every axis.
     fn plan(&self, node: &str, d: &[usize]) -> Result<Vec<AxisRange>> {
@@ -257,7 +261,21 @@ impl Slice {
     }
 }
 
-impl Operator for Slice {
+/// How an operator whose output is a strided region of its input (`slice`, `reverse`) picks
+/// the region, for an input of shape `d`.
+pub(crate) trait Region: std::fmt::Debug + Send + Sync + 'static {
+    /// The operator's MXNet name, for errors.
+    const OP: &'static str;
+    /// The range taken along every axis.
+    fn plan(&self, node: &str, d: &[usize]) -> Result<Vec<AxisRange>>;
+}
+
+/// An operator whose output is a strided region of its input: forward gathers it, backward
+/// scatters the gradient back into a zero input-shaped gradient.
+#[derive(Debug)]
+pub(crate) struct Strided<R>(pub(crate) R);
+
+impl<R: Region> Operator for Strided<R> {
     fn dtype_generic(&self) -> bool {
         true
     }
@@ -271,8 +289,13 @@ impl Operator for Slice {
         inputs: &mut [MaybeShape],
         _aux: &mut [MaybeShape],
     ) -> Result<Vec<Vec<usize>>> {
-        let d = known("slice", node, &["data"], inputs, 0)?;
-        Ok(vec![self.plan(node, d)?.iter().map(|r| r.count).collect()])
+        let d = known(R::OP, node, &["data"], inputs, 0)?;
+        Ok(vec![self
+            .0
+            .plan(node, d)?
+            .iter()
+            .map(|r| r.count)
+            .collect()])
     }
 
     fn forward(
@@ -282,10 +305,10 @@ impl Operator for Slice {
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
         let x = &inputs[0];
-        let r = self.plan(ctx.node, x.shape())?;
+        let r = self.0.plan(ctx.node, x.shape())?;
         let s: Vec<usize> = r.iter().map(|a| a.count).collect();
         let out = with_dtype!(x.dtype(), T => {
-            let xs = x.values::<T>("slice: data")?;
+            let xs = x.values::<T>(&format!("{}: data", R::OP))?;
             NDArray::from_vec::<T>(&s, strided_gather(xs, x.shape(), &r))?
         });
         Ok(vec![out])
@@ -300,10 +323,10 @@ impl Operator for Slice {
         _aux: &mut [NDArray],
     ) -> Result<Vec<Option<NDArray>>> {
         let x = &inputs[0];
-        let r = self.plan(ctx.node, x.shape())?;
+        let r = self.0.plan(ctx.node, x.shape())?;
         let g = &out_grads[0];
         let dx = with_dtype!(g.dtype(), T => {
-            let gs = g.values::<T>("slice: output gradient")?;
+            let gs = g.values::<T>(&format!("{}: output gradient", R::OP))?;
             NDArray::from_vec::<T>(x.shape(), strided_scatter(gs, x.shape(), &r))?
         });
         Ok(vec![Some(dx)])
@@ -322,8 +345,12 @@ crate::op_params! {
 
 impl Reverse {
     pub(crate) fn create(p: &Params) -> Result<Arc<dyn Operator>> {
-        Ok(Arc::new(Self::from_params(p)?))
+        Ok(Arc::new(Strided(Self::from_params(p)?)))
     }
+}
+
+impl Region for Reverse {
+    const OP: &'static str = "reverse";
 
     /// Every axis whole, walked backwards on the reversed ones.
     fn plan(&self, node: &str, d: &[usize]) -> Result<Vec<AxisRange>> {
@@ -346,60 +373,6 @@ impl Reverse {
                 },
             })
             .collect())
-    }
-}
-
-impl Operator for Reverse {
-    fn dtype_generic(&self) -> bool {
-        true
-    }
-    fn arguments(&self) -> Vec<String> {
-        vec!["data".into()]
-    }
-
-    fn infer_shape(
-        &self,
-        node: &str,
-        inputs: &mut [MaybeShape],
-        _aux: &mut [MaybeShape],
-    ) -> Result<Vec<Vec<usize>>> {
-        let d = known("reverse", node, &["data"], inputs, 0)?;
-        self.plan(node, d)?;
-        Ok(vec![d.to_vec()])
-    }
-
-    fn forward(
-        &self,
-        ctx: &OpCtx,
-        inputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<NDArray>> {
-        let x = &inputs[0];
-        let r = self.plan(ctx.node, x.shape())?;
-        let out = with_dtype!(x.dtype(), T => {
-            let xs = x.values::<T>("reverse: data")?;
-            NDArray::from_vec::<T>(x.shape(), strided_gather(xs, x.shape(), &r))?
-        });
-        Ok(vec![out])
-    }
-
-    /// The gradient reversed back along the same axes.
-    fn backward(
-        &self,
-        ctx: &OpCtx,
-        out_grads: &[NDArray],
-        inputs: &[NDArray],
-        _outputs: &[NDArray],
-        _aux: &mut [NDArray],
-    ) -> Result<Vec<Option<NDArray>>> {
-        let x = &inputs[0];
-        let r = self.plan(ctx.node, x.shape())?;
-        let g = &out_grads[0];
-        let dx = with_dtype!(g.dtype(), T => {
-            let gs = g.values::<T>("reverse: output gradient")?;
-            NDArray::from_vec::<T>(x.shape(), strided_scatter(gs, x.shape(), &r))?
-        });
-        Ok(vec![Some(dx)])
     }
 }
 
