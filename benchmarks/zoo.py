@@ -2,10 +2,8 @@
 with ``module.load_checkpoint`` and bound for inference; training steps on the same symbols
 with SoftmaxOutput on top. usage: python zoo.py [--quick] [MODEL ...]  (one JSON line each)"""
 
-import json
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -18,19 +16,8 @@ import zoo_models as z  # noqa: E402
 SYSTEM = "mxfn-" + mx.__version__
 
 
-def emit(workload, value, unit, **extra):
-    print(json.dumps(dict(workload=workload, system=SYSTEM, value=value, unit=unit, **extra)), flush=True)
-
-
-def best_ms(step, warm, reps):
-    for _ in range(warm):
-        step()
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - t)
-    return best * 1e3
+emit = z.emitter(SYSTEM)
+best_ms = z.best_ms
 
 
 def inference(name, batch, quick):

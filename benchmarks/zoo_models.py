@@ -5,7 +5,9 @@ at batch 32 on 32×32 images. Every figure is milliseconds per call (best of the
 a warm-up); the ratio reported is peer ms / mxfn ms.
 """
 
+import json
 import os
+import time
 
 # Model → input side (square images, 3 channels). squeezenet, densenet and inception end in
 # fixed-size average pools, so they run at their ImageNet sizes; the others at 64² (as in the
@@ -51,3 +53,22 @@ def parse_args(argv):
     models = names or list(QUICK_MODELS if quick else MODELS)
     train = [n for n in (names or (QUICK_TRAIN if quick else TRAIN)) if n in TRAIN]
     return quick, models, train
+
+
+def emitter(system):
+    """``emit(workload, value, unit, **extra)``: prints one JSON line for ``system``."""
+    def emit(workload, value, unit, **extra):
+        print(json.dumps(dict(workload=workload, system=system, value=value, unit=unit, **extra)), flush=True)
+    return emit
+
+
+def best_ms(step, warm, reps):
+    """Milliseconds of the fastest of ``reps`` calls of ``step`` after ``warm`` calls."""
+    for _ in range(warm):
+        step()
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - t)
+    return best * 1e3

@@ -2,10 +2,8 @@
 measured as benchmarks/zoo.py measures mxfn. Run in the MXNet peer venv.
 usage: mxnet_zoo.py [--quick] [MODEL ...]"""
 
-import json
 import os
 import sys
-import time
 
 import mxnet as mx
 import numpy as np
@@ -16,19 +14,8 @@ import zoo_models as z  # noqa: E402
 SYSTEM = "mxnet-" + mx.__version__
 
 
-def emit(workload, value, unit, **extra):
-    print(json.dumps(dict(workload=workload, system=SYSTEM, value=value, unit=unit, **extra)), flush=True)
-
-
-def best_ms(step, warm, reps):
-    for _ in range(warm):
-        step()
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - t)
-    return best * 1e3
+emit = z.emitter(SYSTEM)
+best_ms = z.best_ms
 
 
 def inference(name, batch, quick):

@@ -3,10 +3,8 @@
 (benchmarks/peers/zoo_export.py). Run in the onnxruntime peer venv. No training workloads.
 usage: ort_zoo.py [--quick] [MODEL ...]"""
 
-import json
 import os
 import sys
-import time
 
 import numpy as np
 import onnxruntime as ort
@@ -17,19 +15,8 @@ import zoo_models as z  # noqa: E402
 SYSTEM = "onnxruntime-" + ort.__version__
 
 
-def emit(workload, value, unit, **extra):
-    print(json.dumps(dict(workload=workload, system=SYSTEM, value=value, unit=unit, **extra)), flush=True)
-
-
-def best_ms(step, warm, reps):
-    for _ in range(warm):
-        step()
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - t)
-    return best * 1e3
+emit = z.emitter(SYSTEM)
+best_ms = z.best_ms
 
 
 def inference(name, batch, quick):
