@@ -72,6 +72,12 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn num_outputs(&self) -> usize {
         self.output_names().len()
     }
+    /// Number of outputs MXNet's graph gives the node (its JSON `node_row_ptr`): all of them,
+    /// unless the op keeps an output of its own for backward that MXNet does not have (the
+    /// fused RNN's saved activations).
+    fn num_graph_outputs(&self) -> usize {
+        self.num_outputs()
+    }
     /// Infers output shapes from input shapes, filling in inputs it can deduce (weights from
     /// data, labels from data). Unknown inputs it needs are an error naming the argument.
     fn infer_shape(
@@ -196,6 +202,9 @@ impl Operator for Float32Compute {
     }
     fn num_outputs(&self) -> usize {
         self.0.num_outputs()
+    }
+    fn num_graph_outputs(&self) -> usize {
+        self.0.num_graph_outputs()
     }
     fn infer_shape(
         &self,

@@ -412,6 +412,11 @@ impl Operator for Rnn {
         self.output_names().len() + 1
     }
 
+    /// MXNet's RNN has only the visible outputs; the saved activations are mxfn's.
+    fn num_graph_outputs(&self) -> usize {
+        self.output_names().len()
+    }
+
     fn infer_shape(
         &self,
         node: &str,

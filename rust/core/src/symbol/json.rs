@@ -203,7 +203,7 @@ pub fn to_json(sym: &Symbol) -> String {
     let mut row_ptr = Vec::with_capacity(nodes.len() + 1);
     row_ptr.push(0);
     for n in &nodes {
-        row_ptr.push(row_ptr[row_ptr.len() - 1] + n.num_outputs());
+        row_ptr.push(row_ptr[row_ptr.len() - 1] + n.num_graph_outputs());
     }
     w.key("node_row_ptr");
     w.numbers(&row_ptr);

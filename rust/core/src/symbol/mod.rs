@@ -105,6 +105,11 @@ impl Node {
         self.inst.as_ref().map_or(1, |i| i.num_outputs())
     }
 
+    /// Number of outputs in MXNet's graph (the JSON `node_row_ptr`).
+    pub fn num_graph_outputs(&self) -> usize {
+        self.inst.as_ref().map_or(1, |i| i.num_graph_outputs())
+    }
+
     /// Number of visible outputs.
     pub fn num_visible_outputs(&self) -> usize {
         self.inst.as_ref().map_or(1, |i| i.output_names().len())
