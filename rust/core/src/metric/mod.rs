@@ -723,21 +723,17 @@ impl EvalMetric {
                 for (l, p) in pairs {
                     batch.add(&binary_pair(&name, l, p)?);
                 }
-                let score = |b: &Binary| if tag == "f1" { b.fscore() } else { b.mcc() };
                 match average {
                     Average::Macro => {
                         // MXNet resets all counters after each macro update, so each call's
                         // score comes from its own samples only.
-                        add(score(&batch), 1.0);
+                        add(batch.score(tag), 1.0);
                         None
                     }
                     Average::Micro => {
                         local.add(&batch);
                         global.add(&batch);
-                        let sums = |b: &Binary| Sums {
-                            sum: score(b) * b.total(),
-                            num: b.total(),
-                        };
+                        let sums = |b: &Binary| Sums::weighted(b.score(tag), b.total());
                         Some((sums(local), sums(global)))
                     }
                 }
@@ -806,14 +802,8 @@ impl EvalMetric {
                 // One instance per update call; the value is the MCC of the summed matrix.
                 let (ln, gn) = (loc.num + 1.0, glob.num + 1.0);
                 Some((
-                    Sums {
-                        sum: local.mcc() * ln,
-                        num: ln,
-                    },
-                    Sums {
-                        sum: global.mcc() * gn,
-                        num: gn,
-                    },
+                    Sums::weighted(local.mcc(), ln),
+                    Sums::weighted(global.mcc(), gn),
                 ))
             }
             Kind::Composite(children) => {

@@ -110,11 +110,7 @@ impl EvalMetric {
                     });
                 }
                 if *average == Average::Micro {
-                    let score = |b: &Binary| if tag == "f1" { b.fscore() } else { b.mcc() };
-                    let sums = |b: &Binary| Sums {
-                        sum: score(b) * b.total(),
-                        num: b.total(),
-                    };
+                    let sums = |b: &Binary| Sums::weighted(b.score(tag), b.total());
                     derived = Some((sums(local), sums(global)));
                 }
             }
@@ -147,14 +143,8 @@ impl EvalMetric {
                     self.global.num + other_global.num,
                 );
                 derived = Some((
-                    Sums {
-                        sum: local.mcc() * ln,
-                        num: ln,
-                    },
-                    Sums {
-                        sum: global.mcc() * gn,
-                        num: gn,
-                    },
+                    Sums::weighted(local.mcc(), ln),
+                    Sums::weighted(global.mcc(), gn),
                 ));
             }
             Kind::Composite(children) => {

@@ -11,6 +11,15 @@ pub(super) struct Sums {
 }
 
 impl Sums {
+    /// `num` instances of a value `score` (a metric whose value is recomputed from counters,
+    /// expressed as sums so that `get` divides it back out).
+    pub(super) fn weighted(score: f64, num: f64) -> Self {
+        Sums {
+            sum: score * num,
+            num,
+        }
+    }
+
     pub(super) fn add(&mut self, sum: f64, num: f64) {
         self.sum += sum;
         self.num += num;
@@ -36,6 +45,15 @@ impl Binary {
 
     pub(super) fn total(&self) -> f64 {
         self.tp + self.fp + self.fn_ + self.tn
+    }
+
+    /// The value of the metric named `tag` ("f1" or "mcc") over these counts.
+    pub(super) fn score(&self, tag: &str) -> f64 {
+        if tag == "f1" {
+            self.fscore()
+        } else {
+            self.mcc()
+        }
     }
 
     pub(super) fn fscore(&self) -> f64 {
