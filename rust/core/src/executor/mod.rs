@@ -3,13 +3,15 @@
 
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::ops::{OpCtx, UnaryFn};
+use crate::ops::{self, InPlace, OpCtx};
 use crate::symbol::{Node, Symbol};
 use crate::tensor::{DType, NDArray};
+use fusion::{folds, fusions};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+mod fusion;
 pub mod profile;
 
 /// What to do with an argument's gradient.
@@ -66,35 +68,6 @@ fn last_uses(steps: &[Step], heads: &[(usize, usize)]) -> Vec<usize> {
     last
 }
 
-/// For each step, the step of an in-place elementwise op ([`Operator::in_place_unary`]:
-/// relu, tanh, sigmoid) that its forward can apply to its output while in cache
-/// ([`Operator::forward_then`]): the step's single output is read by that op alone and is not
-/// a graph output. The fused pair keeps one array for both outputs: the elementwise op's
-/// backward then sees its output as its input, which its derivative allows.
-fn fusions(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<(usize, UnaryFn)>> {
-    let mut readers: Vec<Vec<usize>> = vec![vec![]; steps.len()];
-    for (j, st) in steps.iter().enumerate() {
-        for &(s, _) in &st.inputs {
-            readers[s].push(j);
-        }
-    }
-    steps
-        .iter()
-        .enumerate()
-        .map(|(i, st)| {
-            let inst = st.node.inst.as_ref()?;
-            if st.var.is_some() || inst.num_outputs() != 1 || heads.iter().any(|&(s, _)| s == i) {
-                return None;
-            }
-            let [j] = readers[i][..] else {
-                return None;
-            };
-            let unary = steps[j].node.inst.as_ref()?.in_place_unary()?;
-            (steps[j].inputs == [(i, 0)]).then_some((j, unary))
-        })
-        .collect()
-}
-
 /// A bound symbol.
 ///
 /// ```
@@ -118,7 +91,9 @@ pub struct Executor {
     heads: Vec<(usize, usize)>,
     last_use: Vec<usize>,
     /// See [`fusions`].
-    fuse_into: Vec<Option<(usize, UnaryFn)>>,
+    fuse_into: Vec<Option<(usize, InPlace)>>,
+    /// See [`folds`].
+    fold_into: Vec<Option<usize>>,
     arg_names: Vec<String>,
     aux_names: Vec<String>,
     /// Argument values, in `list_arguments` order.
@@ -138,6 +113,8 @@ pub struct Executor {
     monitor: Option<Monitor>,
     /// Values the last forward pass produced (all ops' outputs, float count).
     pass_values: usize,
+    /// How many steps the last forward computed inside their producer (see [`fusions`]).
+    fused_last: usize,
 }
 
 impl std::fmt::Debug for Executor {
@@ -238,6 +215,7 @@ impl Executor {
         let (steps, heads) = compile(resolved.as_ref().unwrap_or(symbol), &arg_names, &aux_names);
         let last_use = last_uses(&steps, &heads);
         let fuse_into = fusions(&steps, &heads);
+        let fold_into = folds(&steps, &heads);
         Ok(Executor {
             symbol: symbol.clone(),
             ctx,
@@ -245,6 +223,7 @@ impl Executor {
             heads,
             last_use,
             fuse_into,
+            fold_into,
             arg_names,
             aux_names,
             arg_arrays: args.into_iter().map(|a| a.as_in_context(ctx)).collect(),
@@ -257,6 +236,7 @@ impl Executor {
             grads_fresh: false,
             monitor: None,
             pass_values: 0,
+            fused_last: 0,
         })
     }
 
@@ -558,15 +538,17 @@ impl Executor {
         self.values = Vec::new();
         // (Ops with auxiliary states run in backward even without gradients, so they keep
         // everything.)
-        let release = self.grad_reqs.iter().all(|r| *r == GradReq::Null)
+        let no_grad = self.grad_reqs.iter().all(|r| *r == GradReq::Null);
+        let release = no_grad
             && self
                 .steps
                 .iter()
                 .all(|st| st.node.inputs.len() == st.node.num_arguments());
         let mut values: Vec<Vec<NDArray>> = Vec::with_capacity(self.steps.len());
-        // Steps already computed inside their producer's forward (see `fusions`); a monitor
-        // sees every op's own output, so it turns fusion off.
-        let mut fused = vec![false; self.steps.len()];
+        // Outputs of steps already computed inside their producer's forward (see `fusion`); a
+        // monitor sees every op's own output, so it turns fusion off.
+        let mut precomputed: Vec<Option<Vec<NDArray>>> = vec![None; self.steps.len()];
+        let mut fused_steps = 0;
         let profiling = profile::running();
         for (si, step) in self.steps.iter().enumerate() {
             let node = &step.node;
@@ -574,13 +556,14 @@ impl Executor {
                 // Variables are read from the argument / aux arrays (see `value`): holding a
                 // second reference here would make the optimizer's in-place update copy.
                 (_, Some(_)) => Vec::new(),
-                (Some(_), None) if fused[si] => {
+                (Some(_), None) if precomputed[si].is_some() => {
                     // Computed by its producer: a call of no time of its own.
                     if profiling {
                         let d = std::time::Duration::ZERO;
                         profile::record(node.op_name(), &node.name, profile::Pass::Forward, d);
                     }
-                    values[step.inputs[0].0].clone()
+                    fused_steps += 1;
+                    precomputed[si].take().unwrap_or_default()
                 }
                 (Some(inst), None) => {
                     let start = profiling.then(Instant::now);
@@ -595,18 +578,45 @@ impl Executor {
                         node: &node.name,
                         need_grad: &[],
                     };
-                    let then = self.fuse_into[si].filter(|_| self.monitor.is_none());
-                    let fused_run = then.and_then(|(j, u)| {
-                        let epilogue = move |v: &mut [f32]| u.map_in_place(v);
-                        let r = inst.forward_then(&ctx, &ins, &mut aux, &epilogue)?;
-                        fused[j] = r.is_ok();
-                        Some(r)
-                    });
-                    let outs = match fused_run {
-                        Some(r) => r,
-                        None => inst.forward(&ctx, &ins, &mut aux),
-                    }
-                    .map_err(|e| with_node(e, node))?;
+                    let act = |s: usize| {
+                        self.fuse_into[s].filter(|(_, map)| {
+                            self.monitor.is_none() && (map.keeps_gradient() || no_grad)
+                        })
+                    };
+                    // At inference, BatchNorm folded into this convolution (and the
+                    // activation after it run inside).
+                    let folded = match self.fold_into[si] {
+                        Some(j) if no_grad && !is_train && self.monitor.is_none() => self
+                            .fold(&values, si, j, act(j), &ctx, &ins)
+                            .transpose()?
+                            .map(|(outs, bn_outs, k)| {
+                                if let Some(k) = k {
+                                    precomputed[k] = Some(vec![outs[0].clone()]);
+                                }
+                                precomputed[j] = Some(bn_outs);
+                                outs
+                            }),
+                        _ => None,
+                    };
+                    let outs = match folded {
+                        Some(outs) => outs,
+                        None => {
+                            let then = act(si);
+                            let fused_run = then.and_then(|(j, map)| {
+                                let epilogue = move |v: &mut [f32]| map.apply(v);
+                                let r = inst.forward_then(&ctx, &ins, &mut aux, &epilogue)?;
+                                Some(r.map(|outs| (outs, j)))
+                            });
+                            match fused_run {
+                                Some(r) => r.map(|(outs, j)| {
+                                    precomputed[j] = Some(vec![outs[0].clone()]);
+                                    outs
+                                }),
+                                None => inst.forward(&ctx, &ins, &mut aux),
+                            }
+                            .map_err(|e| with_node(e, node))?
+                        }
+                    };
                     if let Some(t) = start {
                         let d = t.elapsed();
                         profile::record(node.op_name(), &node.name, profile::Pass::Forward, d);
@@ -649,6 +659,7 @@ impl Executor {
             .map(|&(s, o)| self.value(&values, s, o).clone())
             .collect();
         self.pass_values = values.iter().flatten().map(NDArray::size).sum();
+        self.fused_last = fused_steps;
         self.values = values;
         self.last_train = Some(is_train);
         Ok(())
@@ -773,6 +784,48 @@ impl Executor {
 
     /// The auxiliary-state inputs of `step` (after its `na` arguments): their positions in
     /// `aux_arrays` and their current values.
+    /// Runs step `si` with step `j` (BatchNorm at inference) folded into it and `act` (the
+    /// activation after `j`) run inside: (si's outputs, j's outputs, the activation's step).
+    /// `None` when either op declines (see [`folds`]); errors name the node at fault.
+    #[allow(clippy::type_complexity)]
+    fn fold(
+        &self,
+        values: &[Vec<NDArray>],
+        si: usize,
+        j: usize,
+        act: Option<(usize, InPlace)>,
+        ctx: &OpCtx,
+        ins: &[NDArray],
+    ) -> Option<Result<(Vec<NDArray>, Vec<NDArray>, Option<usize>)>> {
+        let (bn, conv) = (&self.steps[j].node, &self.steps[si].node);
+        let na = bn.num_arguments();
+        let params: Vec<NDArray> = self.steps[j].inputs[1..na]
+            .iter()
+            .map(|&(s, o)| self.value(values, s, o).clone())
+            .collect();
+        let (_, aux) = self.gather_aux(&self.steps[j], na);
+        let bn_ctx = OpCtx {
+            is_train: ctx.is_train,
+            node: &bn.name,
+            need_grad: &[],
+        };
+        let affine = match bn.inst.as_ref()?.inference_affine(&bn_ctx, &params, &aux)? {
+            Ok(a) => a,
+            Err(e) => return Some(Err(with_node(e, bn))),
+        };
+        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
+        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
+        let outs = conv
+            .inst
+            .as_ref()?
+            .forward_affine(ctx, ins, &affine, epilogue)?;
+        Some(outs.map_err(|e| with_node(e, conv)).map(|outs| {
+            let mut bn_outs = vec![outs[0].clone()];
+            bn_outs.extend(affine.other_outputs);
+            (outs, bn_outs, act.map(|(k, _)| k))
+        }))
+    }
+
     fn gather_aux(&self, step: &Step, na: usize) -> (Vec<usize>, Vec<NDArray>) {
         let pos: Vec<usize> = step.inputs[na..]
             .iter()

@@ -141,6 +141,193 @@ fn fused_activations_match_the_unfused_run() {
     assert_eq!(run(false), run(true));
 }
 
+/// Runs `net` (input "data" of `shape`) bound with `req`, with every argument set to a fixed
+/// pattern: the output's bits (and, with gradients, the data gradient's and the aux states'
+/// after backward) and how many steps ran fused. A monitor turns fusion off.
+fn fused_run(net: &Symbol, shape: &[usize], req: GradReq, monitor: bool) -> (Vec<u64>, usize) {
+    let shapes = HashMap::from([("data".to_string(), shape.to_vec())]);
+    let mut e = Executor::simple_bind(
+        net,
+        Context::cpu(0),
+        &shapes,
+        &HashMap::new(),
+        &HashMap::new(),
+        req,
+    )
+    .unwrap();
+    for (k, name) in e.arg_names.clone().iter().enumerate() {
+        let n = e.arg_arrays[k].size();
+        let v: Vec<f32> = (0..n)
+            .map(|i| ((i * 29 + k * 13) % 31) as f32 / 31.0 - 0.35)
+            .collect();
+        e.set_arg(name, NDArray::from_vec(e.arg_arrays[k].shape(), v).unwrap())
+            .unwrap();
+    }
+    if monitor {
+        e.set_monitor(Some(Box::new(|_: &str, _: &NDArray| {})));
+    }
+    e.forward(req != GradReq::Null).unwrap();
+    let bits = |a: &NDArray| {
+        a.to_f64_vec()
+            .into_iter()
+            .map(f64::to_bits)
+            .collect::<Vec<_>>()
+    };
+    let mut out = bits(&e.outputs()[0]);
+    if req != GradReq::Null {
+        let head = NDArray::ones(e.outputs()[0].shape(), DType::Float32);
+        e.backward(&[head]).unwrap();
+        out.extend(bits(e.grad("data").unwrap().unwrap()));
+        for a in e.aux_arrays.clone() {
+            out.extend(bits(&a));
+        }
+    }
+    (out, e.fused_last)
+}
+
+fn layer(op: &str, attrs: &[(&str, &str)], input: Symbol) -> Symbol {
+    Symbol::create(op, None, attrs, vec![(None, input)]).unwrap()
+}
+
+/// relu6 (`clip` 0..6, MobileNet's activation) fuses into the convolution before it when no
+/// gradient is taken, with the unfused run's bits; with gradients it does not fuse (its
+/// gradient needs the unclipped input), so the gradient stays zero where the input was
+/// clipped.
+#[test]
+fn clip_fuses_only_without_gradients() {
+    let conv = layer(
+        "Convolution",
+        &[("kernel", "(3, 3)"), ("num_filter", "4")],
+        Symbol::variable("data"),
+    );
+    let clip = layer("clip", &[("a_min", "0"), ("a_max", "0.3")], conv);
+    let net = layer("FullyConnected", &[("num_hidden", "3")], clip);
+    let shape = [2, 2, 5, 5];
+    let (fused, n) = fused_run(&net, &shape, GradReq::Null, false);
+    let (plain, m) = fused_run(&net, &shape, GradReq::Null, true);
+    assert_eq!((n, m), (1, 0));
+    assert_eq!(fused, plain);
+    let (trained, n) = fused_run(&net, &shape, GradReq::Write, false);
+    let (reference, _) = fused_run(&net, &shape, GradReq::Write, true);
+    assert_eq!(n, 0);
+    assert_eq!(trained, reference);
+}
+
+/// BatchNorm (three outputs, two of them saved statistics) takes the activation after it in
+/// training: outputs, gradients and the moving statistics keep the unfused run's bits.
+#[test]
+fn batchnorm_fuses_the_activation_after_it() {
+    let conv = |act: Symbol| {
+        layer(
+            "Convolution",
+            &[("kernel", "(3, 3)"), ("num_filter", "4")],
+            act,
+        )
+    };
+    let bn = |x: Symbol| layer("BatchNorm", &[("fix_gamma", "False")], x);
+    let shape = [2, 2, 6, 6];
+    let relu_net = layer(
+        "FullyConnected",
+        &[("num_hidden", "3")],
+        layer(
+            "Activation",
+            &[("act_type", "relu")],
+            bn(conv(Symbol::variable("data"))),
+        ),
+    );
+    let (fused, n) = fused_run(&relu_net, &shape, GradReq::Write, false);
+    let (plain, m) = fused_run(&relu_net, &shape, GradReq::Write, true);
+    assert_eq!((n, m), (1, 0));
+    assert_eq!(fused, plain);
+}
+
+/// At inference, BatchNorm folds into the convolution before it (weights and bias scaled,
+/// with or without a bias of its own) and relu6 runs inside: the output matches the unfused
+/// run to float32 rounding, three steps become one, and BatchNorm's other outputs are its
+/// moving statistics. In training (batch statistics) nothing folds.
+#[test]
+fn batchnorm_folds_into_the_convolution_at_inference() {
+    for no_bias in ["True", "False"] {
+        let conv = layer(
+            "Convolution",
+            &[
+                ("kernel", "(3, 3)"),
+                ("num_filter", "4"),
+                ("no_bias", no_bias),
+            ],
+            Symbol::variable("data"),
+        );
+        let bn = layer(
+            "BatchNorm",
+            &[("fix_gamma", "False"), ("eps", "0.001")],
+            conv,
+        );
+        let net = Symbol::group(&[layer(
+            "clip",
+            &[("a_min", "0"), ("a_max", "0.2")],
+            bn.clone(),
+        )]);
+        let shapes = HashMap::from([("data".to_string(), vec![2, 3, 6, 6])]);
+        let run = |monitor: bool, req: GradReq| {
+            let mut e = Executor::simple_bind(
+                &net,
+                Context::cpu(0),
+                &shapes,
+                &HashMap::new(),
+                &HashMap::new(),
+                req,
+            )
+            .unwrap();
+            for (k, name) in e.arg_names.clone().iter().enumerate() {
+                let n = e.arg_arrays[k].size();
+                let v: Vec<f32> = (0..n)
+                    .map(|i| ((i * 29 + k * 13) % 31) as f32 / 31.0 - 0.35)
+                    .collect();
+                e.set_arg(name, NDArray::from_vec(e.arg_arrays[k].shape(), v).unwrap())
+                    .unwrap();
+            }
+            for name in e.aux_names.clone() {
+                // Moving means around 0, variances in (0.5, 1.5).
+                let v: Vec<f32> = (0..4)
+                    .map(|i| {
+                        if name.ends_with("var") {
+                            0.5 + i as f32 / 4.0
+                        } else {
+                            0.1 * i as f32 - 0.15
+                        }
+                    })
+                    .collect();
+                e.set_aux(&name, NDArray::from_vec(&[4], v).unwrap())
+                    .unwrap();
+            }
+            if monitor {
+                e.set_monitor(Some(Box::new(|_: &str, _: &NDArray| {})));
+            }
+            e.forward(false).unwrap();
+            (e.outputs()[0].to_f64_vec(), e.fused_last, e.values.clone())
+        };
+        let (folded, n, values) = run(false, GradReq::Null);
+        let (plain, m, _) = run(true, GradReq::Null);
+        assert_eq!((n, m), (2, 0), "no_bias={no_bias}");
+        let hi = 0.2f32 as f64;
+        assert!(folded.contains(&hi) && folded.contains(&0.0));
+        for (a, b) in folded.iter().zip(&plain) {
+            assert!(
+                (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                "{a} vs {b} (no_bias={no_bias})"
+            );
+        }
+        // The BatchNorm step's outputs: y and its moving statistics.
+        let bn_outs = values
+            .iter()
+            .find(|v| v.len() == 3)
+            .expect("BatchNorm outputs");
+        assert_eq!(bn_outs[2].to_f64_vec(), vec![0.5, 0.75, 1.0, 1.25]);
+        let (_, n, _) = run(false, GradReq::Write);
+        assert_eq!(n, 0);
+    }
+}
+
 /// The profiler counts every node's forward and backward calls while it runs, nothing while
 /// it is stopped. (The table is process-wide and other tests run executors concurrently, so
 /// this test looks only at its own uniquely named nodes.)

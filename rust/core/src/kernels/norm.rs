@@ -61,23 +61,25 @@ pub fn inv_std(var: f64, eps: f64) -> f64 {
 }
 
 /// BatchNorm's forward map over an (outer, c, inner) layout: `(x − mean[ch])·scale[ch] +
-/// beta[ch]`.
+/// beta[ch]`, then `epilogue` (a fused activation) over each channel's plane while it is in
+/// cache. Planes run in parallel, so one image's channels spread over the threads too.
 pub fn per_channel_affine(
     x: &[f32],
     (_, c, inner): (usize, usize, usize),
     mean: &[f32],
     scale: &[f32],
     beta: &[f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
 ) -> Vec<f32> {
     let mut out = vec![0.0f32; x.len()];
-    par::for_each_row_mut(&mut out, c * inner, |o, row| {
-        let xr = &x[o * c * inner..(o + 1) * c * inner];
-        for ch in 0..c {
-            let (mu, s, b) = (mean[ch], scale[ch], beta[ch]);
-            let r = ch * inner..(ch + 1) * inner;
-            for (y, &v) in row[r.clone()].iter_mut().zip(&xr[r]) {
-                *y = (v - mu) * s + b;
-            }
+    par::for_each_row_mut(&mut out, inner, |p, plane| {
+        let ch = p % c;
+        let (mu, s, b) = (mean[ch], scale[ch], beta[ch]);
+        for (y, &v) in plane.iter_mut().zip(&x[p * inner..(p + 1) * inner]) {
+            *y = (v - mu) * s + b;
+        }
+        if let Some(e) = epilogue {
+            e(plane);
         }
     });
     out

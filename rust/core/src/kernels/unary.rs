@@ -342,6 +342,53 @@ pub fn unary_fn(name: &str) -> Option<UnaryFn> {
     UNARY.iter().copied().find(|u| u.name == name)
 }
 
+/// mshadow's clip: the upper bound is tested first, NaN passes through.
+#[inline]
+fn clip_value<T: PartialOrd + Copy>(v: T, lo: T, hi: T) -> T {
+    if v > hi {
+        hi
+    } else if v < lo {
+        lo
+    } else {
+        v
+    }
+}
+
+/// `clip(x, lo, hi)` elementwise (`zero` fills the buffer before it is written).
+pub fn clip<T: PartialOrd + Copy + Send + Sync>(xs: &[T], lo: T, hi: T, zero: T) -> Vec<T> {
+    let mut out = vec![zero; xs.len()];
+    par::for_each_chunk_mut(&mut out, |start, chunk| {
+        for (o, &v) in chunk.iter_mut().zip(&xs[start..]) {
+            *o = clip_value(v, lo, hi);
+        }
+    });
+    out
+}
+
+/// clip's gradient: `g` where lo <= x <= hi (bounds included, as MXNet's clip_grad), else 0.
+pub fn clip_grad<T: PartialOrd + Copy + Send + Sync>(
+    gs: &[T],
+    xs: &[T],
+    lo: T,
+    hi: T,
+    zero: T,
+) -> Vec<T> {
+    let mut out = vec![zero; xs.len()];
+    par::for_each_chunk_mut(&mut out, |start, chunk| {
+        for ((o, &g), &v) in chunk.iter_mut().zip(&gs[start..]).zip(&xs[start..]) {
+            *o = if v > hi || v < lo { zero } else { g };
+        }
+    });
+    out
+}
+
+/// `v[i] = clip(v[i], lo, hi)` in place (the executor's fused relu6).
+pub fn clip_in_place(v: &mut [f32], lo: f32, hi: f32) {
+    for x in v {
+        *x = clip_value(*x, lo, hi);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

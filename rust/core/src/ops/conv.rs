@@ -1,7 +1,9 @@
 //! Convolution and Deconvolution (1-D, 2-D and 3-D, channel-first layouts), over the im2col +
 //! GEMM kernels of `kernels::conv`.
 
-use super::{check_or_fill, known, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params};
+use super::{
+    check_or_fill, known, ChannelAffine, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params,
+};
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
     add_channel_bias, channel_sums, conv_backward_data, conv_backward_weight, conv_forward,
@@ -379,13 +381,29 @@ impl Conv {
                 )))
             }
         };
+        let w = weight.f32s(&format!("{}: weight", self.op))?;
+        self.forward_parts(ctx, data, w, self.bias(inputs)?, epilogue)
+    }
+
+    /// The bias input's values, unless no_bias.
+    fn bias<'a>(&self, inputs: &'a [NDArray]) -> Result<Option<&'a [f32]>> {
+        match (self.no_bias, inputs.get(2)) {
+            (false, Some(b)) => Ok(Some(b.f32s(&format!("{}: bias", self.op))?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// [`Self::forward_with`] on weight and bias values.
+    fn forward_parts(
+        &self,
+        ctx: &OpCtx,
+        data: &NDArray,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        epilogue: Option<&Epilogue>,
+    ) -> Result<Vec<NDArray>> {
         let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
         let x = data.f32s(&format!("{}: data", self.op))?;
-        let w = weight.f32s(&format!("{}: weight", self.op))?;
-        let bias = match (self.no_bias, inputs.get(2)) {
-            (false, Some(b)) => Some(b.f32s(&format!("{}: bias", self.op))?),
-            _ => None,
-        };
         let mut y = vec![0.0f32; out_shape.iter().product()];
         if self.deconv {
             conv_backward_data(&g, x, w, &mut y)?;
@@ -445,6 +463,37 @@ impl Operator for Conv {
     ) -> Option<Result<Vec<NDArray>>> {
         // Deconvolution adds its bias after the whole transposed pass: no blocks to fuse into.
         (!self.deconv).then(|| self.forward_with(ctx, inputs, Some(epilogue)))
+    }
+
+    fn forward_affine(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: &ChannelAffine,
+        epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        if self.deconv || affine.scale.len() != self.num_filter {
+            return None;
+        }
+        let folded = || -> Result<Vec<NDArray>> {
+            let (data, weight) = match inputs {
+                [d, w, ..] => (d, w),
+                _ => return Err(Error::Msg(format!("internal: {} inputs", self.op))),
+            };
+            // conv(x, w)·s + t = conv(x, w·s) + (b·s + t), per filter: the BatchNorm pass
+            // disappears into the weights and the bias.
+            let mut w = weight.f32s(&format!("{}: weight", self.op))?.to_vec();
+            let per_filter = (w.len() / self.num_filter).max(1);
+            for (row, &s) in w.chunks_mut(per_filter).zip(&affine.scale) {
+                row.iter_mut().for_each(|v| *v *= s);
+            }
+            let bias = self.bias(inputs)?;
+            let b: Vec<f32> = (0..self.num_filter)
+                .map(|f| bias.map_or(0.0, |b| b[f]) * affine.scale[f] + affine.shift[f])
+                .collect();
+            self.forward_parts(ctx, data, &w, Some(&b), epilogue)
+        };
+        Some(folded())
     }
 
     fn backward(

@@ -5,7 +5,7 @@
 //! MXNet does).
 
 use super::params::ParamDef;
-use super::{MaybeShape, OpCtx, OpDef, Operator, Params};
+use super::{InPlace, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::Result;
 use crate::kernels::map::zip_map;
 pub use crate::kernels::unary::{unary_fn, UnaryFn};
@@ -102,10 +102,10 @@ impl Operator for Unary {
             self.0.name,
         )?)])
     }
-    fn in_place_unary(&self) -> Option<UnaryFn> {
+    fn in_place(&self) -> Option<InPlace> {
         // Derivatives from the output (tanh, sigmoid), or the same from either (relu: x > 0
         // exactly when relu(x) > 0), stay right when the input is overwritten by the output.
-        matches!(self.0.name, "relu" | "tanh" | "sigmoid").then_some(self.0)
+        matches!(self.0.name, "relu" | "tanh" | "sigmoid").then_some(InPlace::Unary(self.0))
     }
 }
 

@@ -136,14 +136,13 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn dtype_generic(&self) -> bool {
         false
     }
-    /// For an elementwise op that may overwrite its input with its output (its derivative
-    /// reads the output alone, or gives the same from the output as from the input): the
-    /// function, so the executor can fuse it into the op producing its input.
-    fn in_place_unary(&self) -> Option<UnaryFn> {
+    /// For an elementwise float32 op that can overwrite its input with its output: the map,
+    /// so the executor can fuse it into the op producing its input (see [`InPlace`]).
+    fn in_place(&self) -> Option<InPlace> {
         None
     }
-    /// `forward` of a single-output op with `epilogue` applied to the float32 output while
-    /// it is in cache (how the executor fuses a following [`Operator::in_place_unary`]).
+    /// `forward` with `epilogue` applied to the float32 first output while it is in cache (how
+    /// the executor fuses a following [`Operator::in_place`]).
     /// `None`: the op doesn't support it (the caller runs `forward`, then the epilogue op).
     fn forward_then(
         &self,
@@ -154,10 +153,79 @@ pub trait Operator: Send + Sync + fmt::Debug {
     ) -> Option<Result<Vec<NDArray>>> {
         None
     }
+    /// For an op that is, in this pass, a per-channel affine map over axis 1 (BatchNorm with
+    /// its moving statistics): the map, from the op's inputs after the data (`params`) and its
+    /// aux states, so the executor can fold it into the convolution before it. `None`: not
+    /// such a map.
+    fn inference_affine(
+        &self,
+        _ctx: &OpCtx,
+        _params: &[NDArray],
+        _aux: &[NDArray],
+    ) -> Option<Result<ChannelAffine>> {
+        None
+    }
+    /// `forward` with `affine` applied to output channel c (axis 1) — y·scale[c] + shift[c] —
+    /// folded into the op's own arithmetic, then `epilogue` as in [`Operator::forward_then`].
+    /// `None`: the op doesn't support it.
+    fn forward_affine(
+        &self,
+        _ctx: &OpCtx,
+        _inputs: &[NDArray],
+        _affine: &ChannelAffine,
+        _epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        None
+    }
+}
+
+/// A per-channel affine map y = x·scale[c] + shift[c] (BatchNorm at inference) and the other
+/// outputs the op would have produced alongside y.
+#[derive(Clone, Debug)]
+pub struct ChannelAffine {
+    /// Per-channel factor.
+    pub scale: Vec<f32>,
+    /// Per-channel offset, added after the factor.
+    pub shift: Vec<f32>,
+    /// The op's outputs after the first (BatchNorm's mean and var).
+    pub other_outputs: Vec<NDArray>,
 }
 
 /// An in-place elementwise pass over (part of) an op's output.
 pub type Epilogue = dyn Fn(&mut [f32]) + Sync;
+
+/// An elementwise map the executor may apply inside the producing op's forward
+/// ([`Operator::forward_then`]), the pair then keeping one array for both outputs.
+#[derive(Clone, Copy, Debug)]
+pub enum InPlace {
+    /// A unary function whose derivative is right when read from the output in place of the
+    /// input (relu: x > 0 exactly when relu(x) > 0; tanh and sigmoid read only the output):
+    /// fused in training too.
+    Unary(UnaryFn),
+    /// `clip` to [lo, hi]. Its gradient passes for lo <= x <= hi, which the output cannot
+    /// tell from a clipped x (both give hi): fused only when no gradient will be taken.
+    Clip {
+        /// The lower bound.
+        lo: f32,
+        /// The upper bound.
+        hi: f32,
+    },
+}
+
+impl InPlace {
+    /// `v[i] = f(v[i])`.
+    pub fn apply(&self, v: &mut [f32]) {
+        match self {
+            InPlace::Unary(u) => u.map_in_place(v),
+            InPlace::Clip { lo, hi } => crate::kernels::unary::clip_in_place(v, *lo, *hi),
+        }
+    }
+
+    /// Whether the fused pair still back-propagates exactly.
+    pub fn keeps_gradient(&self) -> bool {
+        matches!(self, InPlace::Unary(_))
+    }
+}
 
 /// Runs a float32 kernel on inputs of any dtype, as MXNet's CPU kernels do for float16: inputs
 /// that are not float32 are cast to float32, and outputs and gradients are cast back to the
@@ -227,8 +295,33 @@ impl Operator for Float32Compute {
     fn partial_output_shape(&self) -> Option<Vec<usize>> {
         self.0.partial_output_shape()
     }
-    fn in_place_unary(&self) -> Option<UnaryFn> {
-        self.0.in_place_unary()
+    fn in_place(&self) -> Option<InPlace> {
+        self.0.in_place()
+    }
+    fn inference_affine(
+        &self,
+        ctx: &OpCtx,
+        params: &[NDArray],
+        aux: &[NDArray],
+    ) -> Option<Result<ChannelAffine>> {
+        if all_f32(params) && all_f32(aux) {
+            self.0.inference_affine(ctx, params, aux)
+        } else {
+            None
+        }
+    }
+    fn forward_affine(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: &ChannelAffine,
+        epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        if all_f32(inputs) {
+            self.0.forward_affine(ctx, inputs, affine, epilogue)
+        } else {
+            None
+        }
     }
     fn forward_then(
         &self,

@@ -1,7 +1,9 @@
 //! Normalisation and regularisation: MXNet `BatchNorm`, `LayerNorm`, `Dropout`, over the
 //! kernels of `kernels::norm`.
 
-use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
+use super::{
+    check_or_fill, known, ChannelAffine, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params,
+};
 use crate::error::{Error, Result};
 use crate::kernels::binary::{self, BinaryOp};
 use crate::kernels::map::axis_dims;
@@ -148,6 +150,64 @@ impl BatchNorm {
     fn batch_stats(&self, ctx: &OpCtx) -> bool {
         ctx.is_train && !self.use_global_stats
     }
+
+    /// Forward, with `epilogue` over the output's channel planes (see `forward_then`).
+    fn forward_with(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        aux: &mut [NDArray],
+        epilogue: Option<&Epilogue>,
+    ) -> Result<Vec<NDArray>> {
+        let (op, node) = ("BatchNorm", ctx.node);
+        let shape = inputs[0].shape();
+        let x = inputs[0].f32s(op)?;
+        let dims @ (outer, c, inner) = self.dims(node, shape)?;
+        let gamma = per_channel(&inputs[1], c, op, node, "gamma")?;
+        let beta = per_channel(&inputs[2], c, op, node, "beta")?;
+        let m = (outer * inner).max(1) as f64;
+        let (mean, var): (Vec<f64>, Vec<f64>) = if self.batch_stats(ctx) {
+            let mean: Vec<f64> = channel_sums2(dims, |i, _, _| (x[i] as f64, 0.0))
+                .0
+                .iter()
+                .map(|s| s / m)
+                .collect();
+            let var = channel_sums2(dims, |i, ch, _| {
+                let d = x[i] as f64 - mean[ch];
+                (d * d, 0.0)
+            })
+            .0
+            .iter()
+            .map(|s| s / m)
+            .collect();
+            (mean, var)
+        } else {
+            let mm = per_channel(&aux[0], c, op, node, "moving_mean")?;
+            let mv = per_channel(&aux[1], c, op, node, "moving_var")?;
+            (
+                mm.iter().map(|&v| v as f64).collect(),
+                mv.iter().map(|&v| v as f64).collect(),
+            )
+        };
+        // Per channel: y = (x − mean)·scale + beta, scale = gamma / sqrt(var + eps).
+        let scale: Vec<f32> = (0..c)
+            .map(|ch| {
+                let w = if self.fix_gamma {
+                    1.0
+                } else {
+                    gamma[ch] as f64
+                };
+                (w * inv_std(var[ch], self.eps)) as f32
+            })
+            .collect();
+        let mean32 = f32_vec(&mean);
+        let out = norm::per_channel_affine(x, dims, &mean32, &scale, beta, epilogue);
+        Ok(vec![
+            NDArray::from_f32(shape, out)?,
+            NDArray::from_f32(&[c], mean32)?,
+            NDArray::from_f32(&[c], f32_vec(&var))?,
+        ])
+    }
 }
 
 impl Operator for BatchNorm {
@@ -194,54 +254,68 @@ impl Operator for BatchNorm {
         inputs: &[NDArray],
         aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
+        self.forward_with(ctx, inputs, aux, None)
+    }
+
+    fn forward_then(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        aux: &mut [NDArray],
+        epilogue: &Epilogue,
+    ) -> Option<Result<Vec<NDArray>>> {
+        // Backward reads the input and the saved statistics, never the first output, so the
+        // activation may overwrite it.
+        Some(self.forward_with(ctx, inputs, aux, Some(epilogue)))
+    }
+
+    fn inference_affine(
+        &self,
+        ctx: &OpCtx,
+        params: &[NDArray],
+        aux: &[NDArray],
+    ) -> Option<Result<ChannelAffine>> {
+        // Batch statistics depend on the data; an axis other than 1 is not the channel axis
+        // of the convolution the map would fold into.
+        if self.batch_stats(ctx) || self.axis != 1 {
+            return None;
+        }
         let (op, node) = ("BatchNorm", ctx.node);
-        let shape = inputs[0].shape();
-        let x = inputs[0].f32s(op)?;
-        let dims @ (outer, c, inner) = self.dims(node, shape)?;
-        let gamma = per_channel(&inputs[1], c, op, node, "gamma")?;
-        let beta = per_channel(&inputs[2], c, op, node, "beta")?;
-        let m = (outer * inner).max(1) as f64;
-        let (mean, var): (Vec<f64>, Vec<f64>) = if self.batch_stats(ctx) {
-            let mean: Vec<f64> = channel_sums2(dims, |i, _, _| (x[i] as f64, 0.0))
-                .0
-                .iter()
-                .map(|s| s / m)
+        let affine = || -> Result<ChannelAffine> {
+            let (gamma, beta) = match params {
+                [g, b] => (g, b),
+                _ => return Err(Error::Msg(format!("internal: {op} params of {node}"))),
+            };
+            let c = gamma.size();
+            let gamma = per_channel(gamma, c, op, node, "gamma")?;
+            let beta = per_channel(beta, c, op, node, "beta")?;
+            let mean = per_channel(&aux[0], c, op, node, "moving_mean")?;
+            let var = per_channel(&aux[1], c, op, node, "moving_var")?;
+            // The factor as forward computes it; the offset folds the mean in:
+            // (x − mean)·s + beta = x·s + (beta − mean·s).
+            let scale: Vec<f32> = (0..c)
+                .map(|ch| {
+                    let w = if self.fix_gamma {
+                        1.0
+                    } else {
+                        gamma[ch] as f64
+                    };
+                    (w * inv_std(var[ch] as f64, self.eps)) as f32
+                })
                 .collect();
-            let var = channel_sums2(dims, |i, ch, _| {
-                let d = x[i] as f64 - mean[ch];
-                (d * d, 0.0)
+            let shift = (0..c)
+                .map(|ch| (beta[ch] as f64 - mean[ch] as f64 * scale[ch] as f64) as f32)
+                .collect();
+            Ok(ChannelAffine {
+                scale,
+                shift,
+                other_outputs: vec![
+                    NDArray::from_f32(&[c], mean.to_vec())?,
+                    NDArray::from_f32(&[c], var.to_vec())?,
+                ],
             })
-            .0
-            .iter()
-            .map(|s| s / m)
-            .collect();
-            (mean, var)
-        } else {
-            let mm = per_channel(&aux[0], c, op, node, "moving_mean")?;
-            let mv = per_channel(&aux[1], c, op, node, "moving_var")?;
-            (
-                mm.iter().map(|&v| v as f64).collect(),
-                mv.iter().map(|&v| v as f64).collect(),
-            )
         };
-        // Per channel: y = (x − mean)·scale + beta, scale = gamma / sqrt(var + eps).
-        let scale: Vec<f32> = (0..c)
-            .map(|ch| {
-                let w = if self.fix_gamma {
-                    1.0
-                } else {
-                    gamma[ch] as f64
-                };
-                (w * inv_std(var[ch], self.eps)) as f32
-            })
-            .collect();
-        let mean32 = f32_vec(&mean);
-        let out = norm::per_channel_affine(x, dims, &mean32, &scale, beta);
-        Ok(vec![
-            NDArray::from_f32(shape, out)?,
-            NDArray::from_f32(&[c], mean32)?,
-            NDArray::from_f32(&[c], f32_vec(&var))?,
-        ])
+        Some(affine())
     }
 
     fn backward(

@@ -1,9 +1,10 @@
 //! Selection operators: `clip` (bounds) and `where` (a condition picks x or y). They compute in
 //! their inputs' own dtype through `kernels::map`.
 
-use super::{data, same_dtype, same_shape, MaybeShape, OpCtx, OpDef, Operator, Params};
+use super::{data, same_dtype, same_shape, InPlace, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::map::{contiguous_strides, map_n, Operand};
+use crate::kernels::unary;
 use crate::tensor::{DType, Element, NDArray, Storable};
 use crate::with_dtype;
 use std::sync::Arc;
@@ -30,52 +31,37 @@ impl Clip {
     }
 
     fn clip<T: Element + Storable>(&self, x: &NDArray) -> Result<Vec<T>> {
-        let st = contiguous_strides(x.shape());
         let (lo, hi) = self.bounds::<T>();
-        // mshadow_op::clip: the upper bound is tested first, NaN passes through.
-        map_n(
-            x.shape(),
-            [Operand {
-                data: data::<T>(x, "clip", "data")?,
-                strides: &st,
-            }],
-            |[v]| {
-                if v > hi {
-                    hi
-                } else if v < lo {
-                    lo
-                } else {
-                    v
-                }
-            },
-        )
+        Ok(unary::clip(
+            data::<T>(x, "clip", "data")?,
+            lo,
+            hi,
+            T::zero(),
+        ))
     }
 
-    /// The gradient passes where a_min <= x <= a_max (bounds included, as MXNet's clip_grad).
     fn gradient<T: Element + Storable>(&self, g: &NDArray, x: &NDArray) -> Result<Vec<T>> {
-        let st = contiguous_strides(x.shape());
         let (lo, hi) = self.bounds::<T>();
-        let zero = T::zero();
-        map_n(
-            x.shape(),
-            [
-                Operand {
-                    data: data::<T>(g, "clip", "output gradient")?,
-                    strides: &st,
-                },
-                Operand {
-                    data: data::<T>(x, "clip", "data")?,
-                    strides: &st,
-                },
-            ],
-            |[g, v]| if v > hi || v < lo { zero } else { g },
-        )
+        Ok(unary::clip_grad(
+            data::<T>(g, "clip", "output gradient")?,
+            data::<T>(x, "clip", "data")?,
+            lo,
+            hi,
+            T::zero(),
+        ))
     }
 }
 
 impl Operator for Clip {
     fn dtype_generic(&self) -> bool {
         true
+    }
+
+    fn in_place(&self) -> Option<InPlace> {
+        // relu6 (clip 0..6) follows most convolutions of MobileNet: at inference it runs in
+        // the convolution's output while in cache instead of as a pass of its own.
+        let (lo, hi) = self.bounds::<f32>();
+        Some(InPlace::Clip { lo, hi })
     }
 
     fn arguments(&self) -> Vec<String> {

@@ -1,0 +1,73 @@
+//! Fusion plans, made once at bind: which op's forward also computes the op after it.
+//!
+//! Two kinds: an in-place elementwise op (relu, tanh, sigmoid, clip) applied to its producer's
+//! output while in cache ([`fusions`]), and, at inference, BatchNorm's per-channel map folded
+//! into the convolution's weights and bias ([`folds`]). The executor runs a planned fusion when
+//! the pass allows it (no monitor; for the inexact ones, no gradient) and otherwise runs each
+//! op on its own, so every plan is only ever an optimisation.
+
+use super::Step;
+use crate::ops::InPlace;
+
+/// For each step, the steps that read its outputs (once per input slot).
+pub(super) fn readers(steps: &[Step]) -> Vec<Vec<usize>> {
+    let mut readers: Vec<Vec<usize>> = vec![vec![]; steps.len()];
+    for (j, st) in steps.iter().enumerate() {
+        for &(s, _) in &st.inputs {
+            readers[s].push(j);
+        }
+    }
+    readers
+}
+
+/// For each step, the step of an in-place elementwise op ([`Operator::in_place`]: relu,
+/// tanh, sigmoid, clip) that its forward can apply to its output while in cache
+/// ([`Operator::forward_then`]): the step's first output is read by that op alone, its other
+/// outputs (BatchNorm's saved statistics) by none, and none is a graph output. The fused pair keeps one array for both outputs: the elementwise op's
+/// backward then sees its output as its input, which its derivative allows for
+/// [`InPlace::keeps_gradient`] maps (the others fuse only when no gradient is taken).
+pub(super) fn fusions(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<(usize, InPlace)>> {
+    let readers = readers(steps);
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            if st.var.is_some() || heads.iter().any(|&(s, _)| s == i) {
+                return None;
+            }
+            let [j] = readers[i][..] else {
+                return None;
+            };
+            let map = steps[j].node.inst.as_ref()?.in_place()?;
+            (steps[j].inputs == [(i, 0)]).then_some((j, map))
+        })
+        .collect()
+}
+
+/// For each step, the step that may fold into it as a per-channel affine map
+/// ([`crate::ops::Operator::inference_affine`], BatchNorm, into
+/// [`crate::ops::Operator::forward_affine`], Convolution): the step's output is read by that op
+/// alone, as its data (first) input, and is not a graph output. Whether the two ops support it
+/// is asked when the pass runs (BatchNorm is an affine map only with its moving statistics).
+pub(super) fn folds(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usize>> {
+    let readers = readers(steps);
+    steps
+        .iter()
+        .enumerate()
+        .map(|(i, st)| {
+            if st.var.is_some() || heads.iter().any(|&(s, _)| s == i) {
+                return None;
+            }
+            let [j] = readers[i][..] else {
+                return None;
+            };
+            // The map's parameters (gamma, beta, the statistics) must be known when step i
+            // runs: variables, or computed before it.
+            let data_only = steps[j].inputs.first() == Some(&(i, 0))
+                && steps[j].inputs[1..]
+                    .iter()
+                    .all(|&(s, _)| s < i || steps[s].var.is_some());
+            (data_only && steps[j].node.inst.is_some()).then_some(j)
+        })
+        .collect()
+}
