@@ -119,3 +119,126 @@ fn sizes_nothing_infers_or_that_disagree_are_errors_naming_the_node() {
         .to_string();
     assert!(e.contains("shape") && e.contains("sizes >= 0"), "{e}");
 }
+
+/// A weight variable with Gluon's `__shape__` hint.
+fn weight(name: &str, shape: &str) -> Symbol {
+    let attrs = std::collections::BTreeMap::from([("__shape__".to_string(), shape.to_string())]);
+    Symbol::variable_with_attrs(name, attrs)
+}
+
+/// Gluon's exported fused RNN layer: every weight flattened by `Reshape(-1)`, joined by
+/// `_rnn_param_concat`, fed to `RNN` with the state `h0` as an input.
+fn gluon_rnn(weights: &[(&str, &str)], bidirectional: bool) -> Symbol {
+    let flat: Vec<Symbol> = weights
+        .iter()
+        .map(|(n, s)| {
+            op(
+                "Reshape",
+                &format!("{n}_flat"),
+                &[("shape", "-1")],
+                vec![weight(n, s)],
+            )
+        })
+        .collect();
+    let n = flat.len().to_string();
+    let params = op(
+        "_rnn_param_concat",
+        "concat",
+        &[("dim", "0"), ("num_args", &n)],
+        flat,
+    );
+    let bi = if bidirectional { "True" } else { "False" };
+    let attrs = [
+        ("mode", "gru"),
+        ("state_size", "4"),
+        ("num_layers", "1"),
+        ("bidirectional", bi),
+    ];
+    op(
+        "RNN",
+        "rnn",
+        &attrs,
+        vec![Symbol::variable("data"), params, Symbol::variable("h0")],
+    )
+}
+
+#[test]
+fn a_gluon_weight_of_deferred_input_size_is_completed_through_reshape_and_concat() {
+    // Gluon exports the first layer's i2h weight as (3 * 4, 0) until it sees data; MXNet
+    // completes it from the RNN operator's parameter count, back through the concat (which
+    // gives the unknown weight what the others leave) and the reshape (which keeps the size).
+    let uni = gluon_rnn(
+        &[
+            ("i2h", "(12, 0)"),
+            ("h2h", "(12, 4)"),
+            ("i2h_b", "(12,)"),
+            ("h2h_b", "(12,)"),
+        ],
+        false,
+    );
+    let known = |h0: &[usize]| {
+        HashMap::from([
+            ("data".to_string(), vec![5, 2, 3]),
+            ("h0".to_string(), h0.to_vec()),
+        ])
+    };
+    let (args, outs, _) = uni.infer_shape(&known(&[1, 2, 4])).unwrap();
+    assert_eq!(
+        args,
+        vec![
+            vec![5, 2, 3],
+            vec![12, 3],
+            vec![12, 4],
+            vec![12],
+            vec![12],
+            vec![1, 2, 4]
+        ]
+    );
+    assert_eq!(outs, vec![vec![5, 2, 4]]);
+
+    // Bidirectional: both directions' i2h weights are unknown and share the remainder.
+    let bi = gluon_rnn(
+        &[
+            ("l_i2h", "(12, 0)"),
+            ("l_h2h", "(12, 4)"),
+            ("r_i2h", "(12, 0)"),
+            ("r_h2h", "(12, 4)"),
+            ("l_i2h_b", "(12,)"),
+            ("l_h2h_b", "(12,)"),
+            ("r_i2h_b", "(12,)"),
+            ("r_h2h_b", "(12,)"),
+        ],
+        true,
+    );
+    let (args, outs, _) = bi.infer_shape(&known(&[2, 2, 4])).unwrap();
+    assert_eq!(
+        (args[1].clone(), args[3].clone()),
+        (vec![12, 3], vec![12, 3])
+    );
+    assert_eq!(outs, vec![vec![5, 2, 8]]);
+    // Binding from the data alone (the RNN operator gives the state its shape) runs.
+    let mut exe = bind(&bi, &[5, 2, 3]).unwrap();
+    exe.forward(false).unwrap();
+    assert_eq!(exe.outputs()[0].shape(), &[5, 2, 8]);
+}
+
+#[test]
+fn a_weight_hint_that_disagrees_with_the_inferred_shape_is_an_error_naming_it() {
+    let fc = op(
+        "FullyConnected",
+        "fc",
+        &[("num_hidden", "8")],
+        vec![Symbol::variable("data"), weight("w", "(0, 3)")],
+    );
+    let e = fc
+        .infer_shape(&HashMap::from([("data".to_string(), vec![5, 4])]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("variable \"w\"") && e.contains("(8, 4)"), "{e}");
+    // a shape the caller gives stands over the hint
+    let given = HashMap::from([
+        ("data".to_string(), vec![5, 4]),
+        ("w".to_string(), vec![8, 4]),
+    ]);
+    assert!(fc.infer_shape(&given).is_ok());
+}

@@ -86,6 +86,18 @@ pub trait Operator: Send + Sync + fmt::Debug {
         inputs: &mut [MaybeShape],
         aux: &mut [MaybeShape],
     ) -> Result<Vec<Vec<usize>>>;
+    /// Backward shape inference: with every output shape known, fills in the unknown inputs
+    /// the op's MXNet shape function completes from its outputs (`_rnn_param_concat`'s
+    /// Gluon weights of deferred input size). Graph inference keeps the filled inputs only
+    /// when `infer_shape` then gives exactly these outputs. The default fills nothing.
+    fn infer_inputs_from_outputs(
+        &self,
+        _node: &str,
+        _inputs: &mut [MaybeShape],
+        _outputs: &[Vec<usize>],
+    ) -> Result<()> {
+        Ok(())
+    }
     /// Infers output dtypes; the default: everything takes the first known input dtype
     /// (float32 when none is known).
     fn infer_type(
@@ -281,6 +293,14 @@ impl Operator for Float32Compute {
         aux: &mut [MaybeShape],
     ) -> Result<Vec<Vec<usize>>> {
         self.0.infer_shape(node, inputs, aux)
+    }
+    fn infer_inputs_from_outputs(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        outputs: &[Vec<usize>],
+    ) -> Result<()> {
+        self.0.infer_inputs_from_outputs(node, inputs, outputs)
     }
     fn infer_type(
         &self,

@@ -2,7 +2,7 @@
 
 use super::{Entry, Node, Symbol};
 use crate::error::{Error, Result};
-use crate::ops;
+use crate::ops::{self, MaybeShape};
 use crate::tensor::DType;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -137,25 +137,23 @@ impl Symbol {
             if n.is_variable() {
                 if let Some(s) = known.get(&n.name) {
                     g.shapes[i][0] = Some(s.clone());
-                } else if let Some(s) = n
-                    .attrs
-                    .get("__shape__")
-                    .and_then(|t| ops::params::parse_shape(t))
-                {
-                    if s.iter().all(|&d| d > 0) {
-                        g.shapes[i][0] = Some(s.iter().map(|&d| d as usize).collect());
+                } else if let Some(s) = shape_attr(n) {
+                    // a hint with unknown (0) sizes waits for the nodes that use it
+                    if !s.contains(&0) {
+                        g.shapes[i][0] = Some(s);
                     }
                 }
             }
         }
         // Two sweeps over every node: the second lets shapes that ops filled in (weights,
         // labels) flow on. Nodes still waiting for an input then get more sweeps while they
-        // make progress (chains through creation nodes of unknown size); the last one reports.
+        // make progress (chains through creation nodes of unknown size, inputs completed
+        // backwards from outputs a later node fills); the last one reports.
         let mut waiting: Vec<usize> = Vec::new();
-        for sweep in 0..2 {
+        for _ in 0..2 {
             waiting.clear();
             for i in 0..g.nodes.len() {
-                if !g.visit(i, sweep == 0)? {
+                if !g.visit(i, true)? {
                     waiting.push(i);
                 }
             }
@@ -177,7 +175,8 @@ impl Symbol {
             waiting = still;
         }
         for (i, n) in g.nodes.iter().enumerate() {
-            let Some(partial) = n.inst.as_ref().and_then(|x| x.partial_output_shape()) else {
+            // A shape the caller gives a variable stands over its `__shape__` hint.
+            let Some(partial) = partial_hint(n).filter(|_| !known.contains_key(&n.name)) else {
                 continue;
             };
             let fits = |s: &Vec<usize>| {
@@ -185,9 +184,15 @@ impl Symbol {
             };
             match &g.shapes[i][0] {
                 Some(s) if fits(s) => {}
+                // an argument left unknown is reported by name where it is listed
+                None if n.is_variable() => {}
                 other => {
                     return Err(Error::invalid(
-                        format!("{} node \"{}\": shape", n.op_name(), n.name),
+                        if n.is_variable() {
+                            format!("variable \"{}\": shape (its __shape__ attribute)", n.name)
+                        } else {
+                            format!("{} node \"{}\": shape", n.op_name(), n.name)
+                        },
                         format!(
                             "{} with its unknown (0) sizes inferred from the nodes that use it",
                             crate::error::tuple_text(&format!("{partial:?}"))
@@ -307,13 +312,15 @@ impl NodeShapes {
             .collect();
         let outs = match inst.infer_shape(&n.name, &mut ins, &mut aux) {
             Ok(outs) => outs,
-            Err(e) if is_unknown_input(&e) => match self.complete_partial_inputs(&n, i) {
-                Some((filled, outs)) => {
+            Err(e) if is_unknown_input(&e) => match self.complete_unknown_inputs(&n, i) {
+                Ok(Some((filled, outs))) => {
                     (ins, aux) = (filled[..na].to_vec(), filled[na..].to_vec());
                     outs
                 }
-                None if may_wait => return Ok(false),
-                None => return Err(self.context(&n, e)),
+                // other nodes may still fill inputs in; the last sweep reports
+                Ok(None) | Err(_) if may_wait => return Ok(false),
+                Ok(None) => return Err(self.context(&n, e)),
+                Err(e) => return Err(self.context(&n, e)),
             },
             Err(e) => return Err(self.context(&n, e)),
         };
@@ -345,60 +352,58 @@ impl NodeShapes {
         Ok(true)
     }
 
-    /// For node `i` waiting on inputs made by creation nodes of unknown size, whose own
-    /// outputs are already known (an elementwise partner filled them): completes each such
-    /// input's unknown (0) sizes from the same axes of the node's first output, and keeps the
-    /// completion when the node's shape function gives exactly the known outputs from it.
-    /// Returns the inputs (arguments then auxiliary states) and outputs.
-    fn complete_partial_inputs(
+    /// For node `i` waiting on unknown inputs while its own outputs are known (another node
+    /// filled them): completes the inputs from those outputs as MXNet's shape functions do,
+    /// and keeps a completion only when the node's shape function then gives exactly the
+    /// known outputs. Returns the inputs (arguments then auxiliary states) and outputs.
+    ///
+    /// Inputs with a partial shape (a creation node's `_zeros((0, H))`, a variable's
+    /// `__shape__` of `(H, 0)`: Gluon's deferred input size) get their unknown (0) sizes from
+    /// the same axes of the first output (elementwise partners), else the one unknown size
+    /// that keeps the first output's element count (a `Reshape` of the weight). Failing
+    /// those, the op completes what its own shape function can
+    /// ([`ops::Operator::infer_inputs_from_outputs`]).
+    fn complete_unknown_inputs(
         &self,
         n: &Node,
         i: usize,
-    ) -> Option<(Vec<Option<Vec<usize>>>, Vec<Vec<usize>>)> {
-        let known_outs: Vec<Vec<usize>> = self.shapes[i].iter().cloned().collect::<Option<_>>()?;
-        let first = known_outs.first()?;
-        let mut filled = Vec::with_capacity(n.inputs.len());
-        let mut completed = false;
-        for e in &n.inputs {
-            match (
-                self.shape_of(e),
-                e.node.inst.as_ref().and_then(|x| x.partial_output_shape()),
-            ) {
-                (Some(s), _) => filled.push(Some(s.clone())),
-                (None, Some(partial)) => {
-                    let guess: Vec<usize> = partial
-                        .iter()
-                        .enumerate()
-                        .map(|(k, &d)| {
-                            if d == 0 {
-                                first.get(k).copied().unwrap_or(0)
-                            } else {
-                                d
-                            }
-                        })
-                        .collect();
-                    if guess.contains(&0) {
-                        return None;
+    ) -> Result<Option<(Vec<MaybeShape>, Vec<Vec<usize>>)>> {
+        let Some(known_outs) = self.shapes[i].iter().cloned().collect::<Option<Vec<_>>>() else {
+            return Ok(None);
+        };
+        let Some(first) = known_outs.first() else {
+            return Ok(None);
+        };
+        let current: Vec<MaybeShape> = n.inputs.iter().map(|e| self.shape_of(e).clone()).collect();
+        for rule in [
+            same_axes as fn(&[usize], &[usize]) -> Option<Vec<usize>>,
+            same_size,
+        ] {
+            let mut filled = current.clone();
+            let mut completed = false;
+            for (slot, e) in filled.iter_mut().zip(&n.inputs) {
+                if slot.is_none() {
+                    if let Some(g) = partial_hint(&e.node).and_then(|p| rule(&p, first)) {
+                        *slot = Some(g);
+                        completed = true;
                     }
-                    completed = true;
-                    filled.push(Some(guess));
                 }
-                (None, None) => filled.push(None),
+            }
+            if completed {
+                if let Some(done) = confirm(n, filled, &known_outs) {
+                    return Ok(Some(done));
+                }
             }
         }
-        if !completed {
-            return None;
-        }
+        let Some(inst) = &n.inst else { return Ok(None) };
         let na = n.num_arguments();
-        let (mut ins, mut aux) = (filled[..na].to_vec(), filled[na..].to_vec());
-        let outs = n
-            .inst
-            .as_ref()?
-            .infer_shape(&n.name, &mut ins, &mut aux)
-            .ok()?;
-        let visible = outs.len().min(known_outs.len());
-        (outs[..visible] == known_outs[..visible])
-            .then(|| (ins.into_iter().chain(aux).collect(), outs))
+        let mut filled = current.clone();
+        inst.infer_inputs_from_outputs(&n.name, &mut filled[..na], &known_outs)?;
+        Ok(if filled == current {
+            None
+        } else {
+            confirm(n, filled, &known_outs)
+        })
     }
 
     /// `e` with the variables behind the node's argument names, so the user sees
@@ -420,6 +425,72 @@ impl NodeShapes {
             source: Box::new(e),
         }
     }
+}
+
+/// `n`'s inputs `filled` (arguments then auxiliary states) with the outputs its shape function
+/// gives from them, when those are the `known` outputs (hidden outputs aside).
+fn confirm(
+    n: &Node,
+    filled: Vec<MaybeShape>,
+    known: &[Vec<usize>],
+) -> Option<(Vec<MaybeShape>, Vec<Vec<usize>>)> {
+    let na = n.num_arguments();
+    let (mut ins, mut aux) = (filled[..na].to_vec(), filled[na..].to_vec());
+    let outs = n
+        .inst
+        .as_ref()?
+        .infer_shape(&n.name, &mut ins, &mut aux)
+        .ok()?;
+    let visible = outs.len().min(known.len());
+    (outs[..visible] == known[..visible]).then(|| (ins.into_iter().chain(aux).collect(), outs))
+}
+
+/// A variable's `__shape__` attribute (0: an unknown size).
+fn shape_attr(n: &Node) -> Option<Vec<usize>> {
+    let s = ops::params::parse_shape(n.attrs.get("__shape__")?)?;
+    Some(s.iter().map(|&d| usize::try_from(d).unwrap_or(0)).collect())
+}
+
+/// The partial shape a node's output is known to have: a creation node's shape with unknown
+/// (0) sizes, or a variable's `__shape__` with some.
+fn partial_hint(n: &Node) -> Option<Vec<usize>> {
+    if n.is_variable() {
+        shape_attr(n).filter(|s| s.contains(&0))
+    } else {
+        n.inst.as_ref()?.partial_output_shape()
+    }
+}
+
+/// `partial`'s unknown sizes from the same axes of `out` (an elementwise partner's output).
+fn same_axes(partial: &[usize], out: &[usize]) -> Option<Vec<usize>> {
+    let g: Vec<usize> = partial
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| {
+            if d == 0 {
+                out.get(k).copied().unwrap_or(0)
+            } else {
+                d
+            }
+        })
+        .collect();
+    (!g.contains(&0)).then_some(g)
+}
+
+/// `partial`'s one unknown size chosen so it holds as many elements as `out` (a reshape).
+fn same_size(partial: &[usize], out: &[usize]) -> Option<Vec<usize>> {
+    let at = partial.iter().position(|&d| d == 0)?;
+    if partial.iter().filter(|&&d| d == 0).count() != 1 {
+        return None;
+    }
+    let rest: usize = partial.iter().filter(|&&d| d != 0).product();
+    let size: usize = out.iter().product();
+    if size == 0 || size % rest != 0 {
+        return None;
+    }
+    let mut g = partial.to_vec();
+    g[at] = size / rest;
+    Some(g)
 }
 
 /// True for the error an op's `infer_shape` gives when an input it needs is still unknown

@@ -24,9 +24,8 @@ crate::op_params! {
 
 #[derive(Debug)]
 pub(crate) struct Concat {
-    /// `Concat`, or `_rnn_param_concat` (the same join; MXNet gives it a shape inference
-    /// that can also complete inputs from a known output, which mxfn's forward-only
-    /// inference does not use).
+    /// `Concat`, or `_rnn_param_concat` (the same join, whose shape inference also completes
+    /// one or two unknown inputs from a known output: [`Operator::infer_inputs_from_outputs`]).
     op: &'static str,
     dim: i64,
     num_args: usize,
@@ -103,6 +102,49 @@ impl Operator for Concat {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(vec![self.plan(node, &shapes)?.1])
+    }
+
+    fn infer_inputs_from_outputs(
+        &self,
+        node: &str,
+        inputs: &mut [MaybeShape],
+        outputs: &[Vec<usize>],
+    ) -> Result<()> {
+        // Gluon's RNN layers concatenate their flattened weights for the fused RNN operator;
+        // with a deferred input size the first layer's i2h weight (both directions' when
+        // bidirectional) is unknown until the RNN operator gives the total. As MXNet, those one
+        // or two inputs share what the known inputs leave of the output along `dim`. A plain
+        // Concat leaves that size open.
+        let (Some(out), "_rnn_param_concat") = (outputs.first(), self.op) else {
+            return Ok(());
+        };
+        let unknown: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].is_none()).collect();
+        if unknown.is_empty() || out.is_empty() {
+            return Ok(());
+        }
+        let ax = norm_axis(self.op, node, "dim", self.dim, out.len())?;
+        let known: usize = inputs.iter().flatten().filter_map(|s| s.get(ax)).sum();
+        if unknown.len() > 2 || known > out[ax] || (out[ax] - known) % unknown.len() != 0 {
+            return Err(Error::invalid(
+                format!("{} node \"{node}\": inputs {unknown:?}", self.op),
+                format!(
+                    "1 or 2 unknown inputs sharing the {} of {} (output dim={ax}) the known \
+                     inputs leave",
+                    out[ax].saturating_sub(known),
+                    out[ax]
+                ),
+                format!(
+                    "{} unknown inputs, the known ones summing to {known}",
+                    unknown.len()
+                ),
+            ));
+        }
+        let mut each = out.clone();
+        each[ax] = (out[ax] - known) / unknown.len();
+        for i in unknown {
+            inputs[i] = Some(each.clone());
+        }
+        Ok(())
     }
 
     fn forward(
@@ -377,5 +419,56 @@ impl Operator for SliceChannel {
             NDArray::from_vec::<T>(x.shape(), join_rows(&parts, &widths, outer))?
         });
         Ok(vec![Some(g)])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn concat(op: &'static str, n: usize) -> Concat {
+        Concat {
+            op,
+            dim: 0,
+            num_args: n,
+        }
+    }
+
+    fn fill(c: &Concat, ins: &[MaybeShape], out: &[usize]) -> Result<Vec<MaybeShape>> {
+        let mut ins = ins.to_vec();
+        c.infer_inputs_from_outputs("c", &mut ins, &[out.to_vec()])?;
+        Ok(ins)
+    }
+
+    #[test]
+    fn rnn_param_concat_completes_one_or_two_inputs_from_its_output() {
+        let c = concat("_rnn_param_concat", 3);
+        // one unknown input takes the rest of the output
+        assert_eq!(
+            fill(&c, &[None, Some(vec![16]), Some(vec![4])], &[116]).unwrap(),
+            vec![Some(vec![96]), Some(vec![16]), Some(vec![4])]
+        );
+        // two unknown inputs (both directions of a bidirectional first layer) share it
+        assert_eq!(
+            fill(&c, &[None, None, Some(vec![4])], &[100]).unwrap(),
+            vec![Some(vec![48]), Some(vec![48]), Some(vec![4])]
+        );
+        // all known: nothing to do
+        let all = [Some(vec![2]), Some(vec![3]), Some(vec![4])];
+        assert_eq!(fill(&c, &all, &[9]).unwrap(), all.to_vec());
+        // an output the known inputs already exceed, or one two inputs cannot split evenly
+        assert!(fill(&c, &[None, Some(vec![16]), Some(vec![4])], &[10]).is_err());
+        assert!(fill(&c, &[None, None, Some(vec![4])], &[9]).is_err());
+        let three = concat("_rnn_param_concat", 4);
+        assert!(fill(&three, &[None, None, None, Some(vec![1])], &[10]).is_err());
+    }
+
+    #[test]
+    fn plain_concat_leaves_unknown_inputs_open() {
+        let c = concat("Concat", 2);
+        assert_eq!(
+            fill(&c, &[None, Some(vec![3])], &[8]).unwrap(),
+            vec![None, Some(vec![3])]
+        );
     }
 }
