@@ -31,10 +31,10 @@ BUCKETS = (10, 20, 30, 40, 60)
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)*|[^\w\s]")
 
 DEFAULTS: Mapping[str, Any] = {
-    "path": KJV,            # the gzipped corpus: one verse a line, "citation<TAB>text"
-    "max_sentences": None,  # the first N verses only (None: all 31,102)
-    "holdout": 20,          # every holdout-th verse (the 20th, 40th, ...) goes to validation
-    "min_count": 10,        # training words seen fewer times become <unk>
+    "path": KJV,             # the gzipped corpus: one verse a line, "citation<TAB>text"
+    "max_sentences": 10000,  # the first N verses only (None: all 31,103)
+    "holdout": 20,           # every holdout-th verse (the 20th, 40th, ...) goes to validation
+    "min_count": 5,          # training words seen fewer times become <unk>
 }
 
 

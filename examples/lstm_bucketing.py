@@ -41,9 +41,10 @@ def parser():
     p.add_argument("--buckets", type=lambda s: [int(b) for b in s.split(",")],
                    default=list(kjv_corpus.BUCKETS), help="comma-separated bucket lengths")
     p.add_argument("--num-epochs", type=int, default=3)
-    p.add_argument("--max-sentences", type=int, default=10000,
-                   help="the first N verses of the corpus (0: all 31,102)")
-    p.add_argument("--min-count", type=int, default=5, help="rarer training words become <unk>")
+    p.add_argument("--max-sentences", type=int, default=kjv_corpus.DEFAULTS["max_sentences"],
+                   help="the first N verses of the corpus (0: all 31,103)")
+    p.add_argument("--min-count", type=int, default=kjv_corpus.DEFAULTS["min_count"],
+                   help="rarer training words become <unk>")
     p.add_argument("--optimizer", default="adam")
     p.add_argument("--lr", type=float, default=0.003)
     p.add_argument("--wd", type=float, default=0.0)
