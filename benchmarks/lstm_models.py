@@ -30,7 +30,7 @@ from zoo_models import best_ms, emitter  # noqa: E402,F401  (re-exported for the
 NUM_LAYERS, NUM_HIDDEN, NUM_EMBED, BATCH = 2, 200, 200, 32
 BUCKETS = kjv_corpus.BUCKETS
 TRAIN_BATCHES, REPEATS = 40, 3
-INFER_LEN, INFER_WARM, INFER_REPEATS = 35, 5, 30
+INFER_LEN, INFER_WARM, INFER_REPEATS = 35, 10, 100
 LEARNING_RATE, MOMENTUM = 0.1, 0.9
 TRAIN, INFER = "lstm-train-b32", f"lstm-infer-b1-t{INFER_LEN}"
 WORKLOADS = (TRAIN, INFER)

@@ -133,7 +133,7 @@ def main(argv=None):
     # figure above covers a slightly different set of verses).
     batches = list(mx.io.reset(valid))
     final = evaluate(mod, batches)
-    targets = [int(t) for b in batches for t in b["label"][0].asnumpy().ravel() if t != INVALID]
+    targets = [int(tok) for b in batches for tok in b["label"][0].asnumpy().ravel() if tok != INVALID]
     unigram = kjv_corpus.unigram_perplexity(c["train"], targets, vocab_size)
     print(f"validation perplexity {final:.1f} after {o['num_epochs']} epochs ({secs:.0f} s); unigram "
           f"baseline {unigram:.1f} (on the same {len(targets)} validation target tokens)")
