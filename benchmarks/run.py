@@ -1,10 +1,12 @@
 """Runs every workload of shared/bench/WORKLOADS.md in mxfn and in the peers (MXNet 1.9.1 always,
 PyTorch where its venv exists) in one run, and prints the table with the ratios mxfn / peer.
 
-usage: python benchmarks/run.py [--quick] [classic | zoo | WORKLOAD | ZOO_MODEL ...]
+usage: python benchmarks/run.py [--quick] [classic | zoo | lstm | WORKLOAD | ZOO_MODEL ...]
 With no names: the classic workloads, then the zoo (issue #12: model-zoo CNNs exported by MXNet
 1.9.1, inference at batch 1 and 16 against MXNet and ONNX Runtime, training steps against MXNet;
-see zoo_models.py). "classic" or "zoo" runs one section; workload ids pick classic workloads,
+see zoo_models.py), then the LSTM language model (issue #13: examples/lstm_bucketing.py's model
+on the KJV, training target tokens/s and one-verse latency against MXNet's fused RNN and
+PyTorch; see lstm_models.py). "classic", "zoo" or "lstm" runs one section; workload ids pick classic workloads,
 zoo model names (resnet18_v2, ...) pick zoo models. --quick: the zoo with two models, one
 training model and three timed calls each (for development).
 Peers come from ../shared/bench (or benchmarks/peers) and their venvs from .venv-peers/
@@ -21,11 +23,13 @@ import subprocess
 import sys
 import tempfile
 
+import lstm_models
 import zoo_models
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ALL = ["mlp-b100", "mlp-b10", "lenet-b100", "predict-b1000", "latency-b1", "gemm-1024"]
+SECTIONS = ("classic", "zoo", "lstm")
 
 
 def _peer_dir():
@@ -81,16 +85,34 @@ def zoo(args):
         jobs.append([mxnet_py, os.path.join(HERE, "peers", "mxnet_zoo.py"), *flags, *models])
     if ort_py:
         jobs.append([ort_py, os.path.join(HERE, "peers", "ort_zoo.py"), *flags, *models])
+    results, systems = collect(jobs)
+    which = [zoo_models.workload(n, b) for n in models for b in zoo_models.BATCHES]
+    which += [zoo_models.workload(n, zoo_models.TRAIN_BATCH, train=True) for n in train]
+    table(which, results, systems, width=32)
+
+
+def collect(jobs, env=None):
+    """Runs each benchmark command: ``({workload: {system: row}}, systems in order of appearance)``."""
     results, systems = {}, []
     for cmd in jobs:
-        rows, _ = run(cmd)
+        rows, _ = run(cmd, env)
         for row in rows:
             results.setdefault(row["workload"], {})[row["system"]] = row
             if row["system"] not in systems:
                 systems.append(row["system"])
-    which = [zoo_models.workload(n, b) for n in models for b in zoo_models.BATCHES]
-    which += [zoo_models.workload(n, zoo_models.TRAIN_BATCH, train=True) for n in train]
-    table(which, results, systems, width=32)
+    return results, systems
+
+
+def lstm():
+    """The LSTM language-model section: mxfn, MXNet (fused RNN) and PyTorch where their venvs
+    exist, one process each; training in target (non-padding) tokens/s, latency in ms."""
+    jobs = [[sys.executable, os.path.join(HERE, "lstm.py")]]
+    for name in ("mxnet", "torch"):
+        py = _venv_python(name)
+        if py:
+            jobs.append([py, os.path.join(HERE, "peers", f"{name}_lstm.py")])
+    results, systems = collect(jobs)
+    table(list(lstm_models.WORKLOADS), results, systems, width=20)
 
 
 def main(args):
@@ -98,16 +120,18 @@ def main(args):
     names = [a for a in args if not a.startswith("--")]
     zoo_names = [n for n in names if n in zoo_models.MODELS]
     which = [n for n in names if n in ALL] + (ALL if "classic" in names else [])
-    unknown = [n for n in names if n not in ALL and n not in zoo_models.MODELS and n not in ("classic", "zoo")]
+    unknown = [n for n in names if n not in ALL and n not in zoo_models.MODELS and n not in SECTIONS]
     if unknown:
         sys.exit(f"run.py: unknown workload or model {unknown}; workloads {ALL}, zoo models "
-                 f"{list(zoo_models.MODELS)}, sections classic and zoo")
+                 f"{list(zoo_models.MODELS)}, sections {', '.join(SECTIONS)}")
     if not names:
         which = ALL
     if which:
         classic(which)
     if not names or "zoo" in names or zoo_names:
         zoo([*(["--quick"] if quick else []), *zoo_names])
+    if not names or "lstm" in names:
+        lstm()
 
 
 def classic(which):
@@ -150,7 +174,7 @@ def table(which, results, systems, width=14):
         row = results.get(w, {})
         unit = next((r["unit"] for r in row.values()), "")
         digits = 2 if unit == "ms" else 1
-        line = f"{w:<{width}}" + "".join(f"{row[s]['value']:>16.{digits}f} {unit:<5}" if s in row else f"{'-':>22}"
+        line = f"{w:<{width}}" + "".join(f"{row[s]['value']:>13.{digits}f} {unit:<8}" if s in row else f"{'-':>22}"
                                          for s in systems)
         for s in systems:
             if s == mine:

@@ -166,9 +166,65 @@ def test_values_are_immutable_and_picklable():
 
 def test_every_function_is_documented():
     for fname in ["uniform", "normal", "xavier", "msra_prelu", "constant", "zero", "one",
-                  "orthogonal", "bilinear", "lstm_bias", "mixed", "load", "apply", "create", "dumps"]:
+                  "orthogonal", "bilinear", "lstm_bias", "fused_rnn", "mixed", "load", "apply", "create", "dumps"]:
         doc = inspect.getdoc(getattr(I, fname))
         assert "Example:" in doc, fname
     for spec_name in [n for n in dir(I) if n.endswith("_OPTS")]:
         for key, s in getattr(I, spec_name).items():
             assert s.doc, (spec_name, key)
+
+
+def _fused_module(init, **cell_kw):
+    import mxfn as mx
+    from mxfn import module as m
+    from mxfn import rnn
+    cell = rnn.fused_rnn_cell(3, prefix="f_", **cell_kw)
+    outs, _ = rnn.unroll(cell, 4, inputs=mx.sym.var("data"), layout="TNC", merge_outputs=True)
+    mod = m.module(outs, label_names=[])
+    m.bind(mod, data_shapes=[("data", (4, 2, 5))], for_training=False)
+    R.seed(0)
+    m.init_params(mod, initializer=init)
+    return rnn.unpack_weights(cell, m.get_params(mod)[0])
+
+
+def test_a_fused_rnn_cell_initialises_piece_by_piece_as_mxnet():
+    # MXNet's FusedRNN(None, ...) on the cell's parameters: every gate's weight drawn by the
+    # module's initializer on its own fans, biases 0, both lstm forget-gate biases forget_bias.
+    pieces = _fused_module(I.xavier(magnitude=3), num_layers=2, mode="lstm", forget_bias=1.5)
+    assert len(pieces) == 2 * 4 * 4  # layers x gates x (i2h, h2h) x (weight, bias)
+    for name, a in pieces.items():
+        a = a.asnumpy()
+        if name.endswith("_f_bias"):
+            assert (a == 1.5).all(), name
+        elif name.endswith("_bias"):
+            assert (a == 0).all(), name
+        else:
+            bound = (3 / ((a.shape[0] + a.shape[1]) / 2)) ** 0.5
+            assert np.abs(a).max() <= bound and a.std() > bound / 4, name
+
+
+def test_a_fused_rnn_initializer_with_its_own_init_and_as_json():
+    f = I.fused_rnn(init=I.constant(0.5), num_hidden=3, num_layers=1, mode="gru", bidirectional=True)
+    assert I.create(f.dumps()) == f and I.create("fusedrnn", num_hidden=3, num_layers=1, mode="gru") != f
+    assert f.dumps() == ('["fusedrnn", {"init": "[\\"constant\\", {\\"value\\": 0.5}]", "num_hidden": 3, '
+                         '"num_layers": 1, "mode": "gru", "bidirectional": true, "forget_bias": 1.0}]')
+    vec = I.apply(f, "gru_parameters", np.zeros(2 * (3 * 3 * (5 + 3) + 2 * 3 * 3))).asnumpy()
+    assert sorted(set(vec.tolist())) == [0.0, 0.5]  # weights 0.5, biases 0 (the name rules)
+    # without an inner init, the module's initializer fills the pieces by their names
+    pieces = _fused_module(I.uniform(0.01), mode="gru")
+    assert all(((a.asnumpy() == 0) if n.endswith("bias") else (np.abs(a.asnumpy()) <= 0.01)).all()
+               for n, a in pieces.items())
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: I.fused_rnn(num_hidden=3, num_layers=1, mode="lstmx"), 'option "mode" expects one of'),
+    (lambda: I.fused_rnn(num_hidden=0, num_layers=1, mode="lstm"), 'option "num_hidden" expects a positive int'),
+    (lambda: I.apply(I.fused_rnn(num_hidden=3, num_layers=1, mode="lstm"), "p", np.zeros(10)),
+     'parameter "p": its fused RNN initializer has no inner init'),
+    (lambda: I.apply(I.xavier(), "p", np.zeros(10),
+                     {"__init__": I.fused_rnn(num_hidden=3, num_layers=1, mode="lstm").dumps()}),
+     'parameter "p" does not fit its fused RNN initializer'),
+])
+def test_fused_rnn_initializer_errors(call, match):
+    with pytest.raises(MXFNError, match=match):
+        call()

@@ -365,12 +365,21 @@ def init_params(mod, opts=None, /, **kw) -> Module:
     init = None if o["initializer"] is None else initializer.create(o["initializer"])
     if isinstance(init, (initializer.Mixed, initializer.Load)):
         return _init_params_by_name(mod, init, o)
+    if _has_fused_rnn_init(mod):
+        # The core has no fused RNN initializer (initializer.fused_rnn): Python applies it.
+        return _init_params_by_name(mod, init if init is not None else initializer.uniform(0.01), o)
     _native.mod_init_params(mod._h, _init_spec(init),
                             _param_dict(fname, "arg_params", o["arg_params"]),
                             _param_dict(fname, "aux_params", o["aux_params"]),
                             o["allow_missing"], o["force_init"], o["allow_extra"], False)
     _flush(mod)
     return _owns(mod)
+
+
+def _has_fused_rnn_init(mod) -> bool:
+    """Whether a parameter of the module's symbol carries a fused RNN ``__init__`` (the
+    ``parameters`` variable of ``rnn.fused_rnn_cell``)."""
+    return any(initializer.is_fused_rnn(a.get("__init__")) for a in symbol(mod).attr_dict().values())
 
 
 def _init_params_by_name(mod, init, o) -> Module:
@@ -384,12 +393,23 @@ def _init_params_by_name(mod, init, o) -> Module:
     fname = "init_params"
     given_args = _param_dict(fname, "arg_params", o["arg_params"])
     given_aux = _param_dict(fname, "aux_params", o["aux_params"])
-    # Shapes, dtypes and the given values first (the core checks names and allow_missing),
-    # then every other parameter by name.
-    _native.mod_init_params(mod._h, initializer.zero().dumps(), given_args, given_aux,
-                            o["allow_missing"], True, o["allow_extra"], False)
-    args, aux = get_params(mod)
     attrs = symbol(mod).attr_dict()
+    # Shapes, dtypes and the given values first (the core checks names and allow_missing),
+    # then every other parameter by name. The core would apply a fused RNN __init__ here and
+    # cannot: such parameters get zeros for now (they are filled by name below).
+    first_args, allow_missing = given_args, o["allow_missing"]
+    fused = [n for n, a in attrs.items()
+             if initializer.is_fused_rnn(a.get("__init__")) and (given_args is None or n not in given_args)]
+    if fused and (given_args is None or allow_missing):
+        descs, label_descs, _ = _native.mod_shapes(mod._h)
+        known = {d[0]: tuple(d[1]) for d in [*descs, *label_descs]}
+        sym = symbol(mod)
+        shapes = dict(zip(sym.list_arguments(), sym.infer_shape(known)[0]))
+        first_args = {**(given_args or {}), **{n: _handle(as_ndarray(np.zeros(shapes[n], np.float32), fname)) for n in fused if n in shapes}}
+        allow_missing = True
+    _native.mod_init_params(mod._h, initializer.zero().dumps(), first_args, given_aux,
+                            allow_missing, True, o["allow_extra"], False)
+    args, aux = get_params(mod)
 
     def fill(current, given):
         return {n: _handle(a if given is not None and n in given else

@@ -30,7 +30,7 @@ import numpy as np
 from . import _native
 from ._errors import MXFNError
 from ._maps import FrozenMap
-from ._opts import REQUIRED, normalize_key, opt, parse_opts
+from ._opts import REQUIRED, documented, normalize_key, opt, parse_opts
 from .ndarray import NDArray, array, as_ndarray, dtype_name, load as nd_load
 
 if TYPE_CHECKING:
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Initializer", "Mixed", "Load", "uniform", "normal", "xavier", "msra_prelu", "constant",
-    "zero", "one", "orthogonal", "bilinear", "lstm_bias", "mixed", "load", "apply", "create",
-    "dumps",
+    "zero", "one", "orthogonal", "bilinear", "lstm_bias", "fused_rnn", "mixed", "load", "apply",
+    "create", "dumps",
 ]
 
 _UNSET: Any = object()  # "not given" (typed Any: it stands in for any argument type)
@@ -64,6 +64,15 @@ ORTHOGONAL_OPTS = {
 }
 LSTM_BIAS_OPTS = {"forget_bias": opt(1.0, float, "value of the forget gate's block (the "
                                      "second quarter); the rest is 0")}
+FUSED_RNN_OPTS = {
+    "init": opt(None, None, "initializer of each layer's per-gate weights and biases (a value, name or "
+                "JSON spec); None = the initializer given to init_params, by the pieces' names"),
+    "num_hidden": opt(REQUIRED, int, "the cell's hidden size"),
+    "num_layers": opt(REQUIRED, int, "the cell's number of layers"),
+    "mode": opt(REQUIRED, str, '"lstm", "gru", "rnn_relu" or "rnn_tanh"'),
+    "bidirectional": opt(False, bool, "the cell runs both directions"),
+    "forget_bias": opt(1.0, float, "lstm: value of every forget-gate bias (i2h and h2h alike, as MXNet)"),
+}
 
 
 class Initializer:
@@ -386,6 +395,85 @@ def lstm_bias(forget_bias: float | Mapping[str, Any] = _UNSET,
                  "forget_bias", forget_bias)
 
 
+@documented(FUSED_RNN_OPTS)
+def fused_rnn(opts: Mapping[str, Any] | None = None, /, **kw: Any) -> Initializer:
+    """The flat parameter vector of a fused RNN cell (MXNet's ``FusedRNN``; ``fused_rnn_cell``
+    puts it on its ``parameters`` variable as ``__init__``).
+
+    The vector is cut into each layer's and direction's per-gate weights and biases
+    (``rnn.unpack_weights``, pieces named like ``l0_i2h_f_weight``), each piece is initialised
+    on its own — by ``init``, or when it is None by the initializer given to ``init_params``,
+    through the name rules (weights drawn, biases 0) — the lstm forget-gate biases are set to
+    ``forget_bias``, and the pieces are packed again. The core has no such initializer: it runs
+    here, in Python, when ``apply`` meets it.
+
+    %OPTIONS%
+
+    Returns:
+        An Initializer (kind ``"fusedrnn"``).
+
+    Example:
+        >>> f = fused_rnn(num_hidden=2, num_layers=1, mode="lstm")
+        >>> b = apply(xavier(), "lstm_parameters", np.zeros(4 * 2 * (3 + 2) + 2 * 4 * 2),
+        ...           {"__init__": f.dumps()}).asnumpy()
+        >>> b[-16:].tolist()  # the biases: i2h then h2h, gates i f c o
+        [0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+    """
+    fname = "initializer.fused_rnn"
+    o = parse_opts(fname, FUSED_RNN_OPTS, opts, kw)
+    inner = o["init"]
+    if inner is not None:
+        # MXNet keeps the inner initializer as its JSON text.
+        inner = create(inner).dumps()
+    from .rnn.cells import MODES  # the cells import this module
+    if o["mode"] not in MODES:
+        raise MXFNError(f'{fname}: option "mode" expects one of {", ".join(map(repr, MODES))}, got {o["mode"]!r}')
+    for key in ("num_hidden", "num_layers"):
+        if o[key] < 1:
+            raise MXFNError(f'{fname}: option "{key}" expects a positive int, got {o[key]!r}')
+    return Initializer("fusedrnn", {"init": inner, "num_hidden": o["num_hidden"], "num_layers": o["num_layers"],
+                                    "mode": o["mode"], "bidirectional": o["bidirectional"],
+                                    "forget_bias": float(o["forget_bias"])})
+
+
+def is_fused_rnn(spec: Any) -> bool:
+    """Whether ``spec`` (an initializer value or an ``__init__`` attribute's text) is a fused
+    RNN initializer, which only the Python layer applies."""
+    if isinstance(spec, Initializer):
+        return spec.kind == "fusedrnn"
+    if isinstance(spec, str) and spec.lstrip().startswith("["):
+        try:
+            parsed = json.loads(spec)
+        except json.JSONDecodeError:
+            return False
+        return isinstance(parsed, list) and bool(parsed) and str(parsed[0]).lower() == "fusedrnn"
+    return isinstance(spec, str) and spec.strip().lower() == "fusedrnn"
+
+
+def _apply_fused(fused: Initializer, outer: Initializer | Mixed | Load | None, name: str, a: NDArray) -> NDArray:
+    """``fused_rnn``'s rule: unpack, initialise each piece, pack (MXNet's FusedRNN._init_weight)."""
+    from .rnn import fused_rnn_cell, pack_weights, unpack_weights  # the cells import this module
+    k = fused.kwargs
+    piece_init = outer if k["init"] is None else create(k["init"])
+    if piece_init is None:
+        raise MXFNError(f'initializer.apply: parameter "{name}": its fused RNN initializer has no inner '
+                        'init and no initializer was given to apply to its pieces')
+    cell = fused_rnn_cell(k["num_hidden"], num_layers=k["num_layers"], mode=k["mode"],
+                          bidirectional=k["bidirectional"], forget_bias=k["forget_bias"], prefix="")
+    try:
+        pieces = unpack_weights(cell, {"parameters": a})
+    except MXFNError as e:
+        raise MXFNError(f'initializer.apply: parameter "{name}" does not fit its fused RNN initializer '
+                        f'{fused!r}: {e}') from None
+    filled = {}
+    for n, p in pieces.items():
+        if k["mode"] == "lstm" and n.endswith("_f_bias"):
+            filled[n] = np.full(p.shape, k["forget_bias"], dtype=a.dtype)
+        else:
+            filled[n] = apply(piece_init, n, p).asnumpy()
+    return array(pack_weights(cell, filled)["parameters"], dtype=a.dtype.name, ctx=a.context)
+
+
 def mixed(patterns: Iterable[str], initializers: Iterable[InitializerLike]) -> Mixed:
     """The first initializer whose pattern matches the parameter name applies; patterns are
     regular expressions matched with Python's ``re.match`` (anchored at the start: ``"bias"``
@@ -502,6 +590,7 @@ _MAKERS: dict[str, Callable[..., Initializer]] = {
     "zero": _no_args(zero, "initializer.zero"), "zeros": _no_args(zero, "initializer.zero"),
     "one": _no_args(one, "initializer.one"), "ones": _no_args(one, "initializer.one"),
     "bilinear": _no_args(bilinear, "initializer.bilinear"),
+    "fusedrnn": fused_rnn, "fused_rnn": fused_rnn,
 }
 
 
@@ -562,6 +651,13 @@ def apply(init: InitializerLike, name: str, arr: ArrayLike,
             raise MXFNError(f'{fname}: parameter "{name}": loaded shape {value.shape} does not '
                             f'match the expected shape {a.shape}')
         return array(value, dtype=a.dtype.name, ctx=a.context)
+    own = None if attrs is None or not isinstance(attrs, Mapping) else attrs.get("__init__")
+    if own is not None and is_fused_rnn(own):
+        fused = create(own)
+        if isinstance(fused, Initializer):
+            return _apply_fused(fused, init, name, a)
+    if isinstance(init, Initializer) and is_fused_rnn(init):
+        return _apply_fused(init, None, name, a)
     text_attrs = None
     if attrs is not None:
         if not isinstance(attrs, Mapping):
