@@ -23,21 +23,16 @@ pub(super) fn readers(steps: &[Step]) -> Vec<Vec<usize>> {
 /// For each step, the step of an in-place elementwise op ([`Operator::in_place`]: relu,
 /// tanh, sigmoid, clip) that its forward can apply to its output while in cache
 /// ([`Operator::forward_then`]): the step's first output is read by that op alone, its other
-/// outputs (BatchNorm's saved statistics) by none, and none is a graph output. The fused pair keeps one array for both outputs: the elementwise op's
-/// backward then sees its output as its input, which its derivative allows for
-/// [`InPlace::keeps_gradient`] maps (the others fuse only when no gradient is taken).
+/// outputs (BatchNorm's saved statistics) by none, and none is a graph output. The fused pair
+/// keeps one array for both outputs: the elementwise op's backward then sees its output as its
+/// input, which its derivative allows for [`InPlace::keeps_gradient`] maps (the others fuse
+/// only when no gradient is taken).
 pub(super) fn fusions(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<(usize, InPlace)>> {
-    let readers = readers(steps);
-    steps
-        .iter()
+    sole_readers(steps, heads)
+        .into_iter()
         .enumerate()
-        .map(|(i, st)| {
-            if st.var.is_some() || heads.iter().any(|&(s, _)| s == i) {
-                return None;
-            }
-            let [j] = readers[i][..] else {
-                return None;
-            };
+        .map(|(i, j)| {
+            let j = j?;
             let map = steps[j].node.inst.as_ref()?.in_place()?;
             (steps[j].inputs == [(i, 0)]).then_some((j, map))
         })
@@ -50,6 +45,25 @@ pub(super) fn fusions(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<(u
 /// alone, as its data (first) input, and is not a graph output. Whether the two ops support it
 /// is asked when the pass runs (BatchNorm is an affine map only with its moving statistics).
 pub(super) fn folds(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usize>> {
+    sole_readers(steps, heads)
+        .into_iter()
+        .enumerate()
+        .map(|(i, j)| {
+            let j = j?;
+            // The map's parameters (gamma, beta, the statistics) must be known when step i
+            // runs: variables, or computed before it.
+            let data_only = steps[j].inputs.first() == Some(&(i, 0))
+                && steps[j].inputs[1..]
+                    .iter()
+                    .all(|&(s, _)| s < i || steps[s].var.is_some());
+            (data_only && steps[j].node.inst.is_some()).then_some(j)
+        })
+        .collect()
+}
+
+/// For each op step that is not a graph output: the one step reading its outputs, if only one
+/// does (through one input slot).
+fn sole_readers(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usize>> {
     let readers = readers(steps);
     steps
         .iter()
@@ -58,16 +72,10 @@ pub(super) fn folds(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usiz
             if st.var.is_some() || heads.iter().any(|&(s, _)| s == i) {
                 return None;
             }
-            let [j] = readers[i][..] else {
-                return None;
-            };
-            // The map's parameters (gamma, beta, the statistics) must be known when step i
-            // runs: variables, or computed before it.
-            let data_only = steps[j].inputs.first() == Some(&(i, 0))
-                && steps[j].inputs[1..]
-                    .iter()
-                    .all(|&(s, _)| s < i || steps[s].var.is_some());
-            (data_only && steps[j].node.inst.is_some()).then_some(j)
+            match readers[i][..] {
+                [j] => Some(j),
+                _ => None,
+            }
         })
         .collect()
 }
