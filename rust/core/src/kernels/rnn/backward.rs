@@ -9,7 +9,7 @@ use super::{cells, prev_time, step_time, take_columns, RnnConfig, RnnFloat, RnnI
 use super::{Slices, Wide};
 use crate::error::{Error, Result};
 use crate::kernels::gemm::{gemm, MatRef};
-use crate::kernels::par::{lockstep, Shared};
+use crate::kernels::par::{lockstep, on_pool, Shared};
 
 /// The gradients of one call.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,6 +40,27 @@ struct LayerGrads<T> {
 /// final states when they are outputs. `want_dx`: compute the data gradient.
 #[allow(clippy::too_many_arguments)]
 pub fn rnn_backward<T: RnnFloat>(
+    cfg: &RnnConfig,
+    inp: &RnnInputs<T>,
+    y: &[T],
+    reserve: &[T],
+    dropout: bool,
+    dy: &[T],
+    dhy: Option<&[T]>,
+    dcy: Option<&[T]>,
+    want_dx: bool,
+) -> Result<RnnGrads<T>> {
+    let run = || backward_layers(cfg, inp, y, reserve, dropout, dy, dhy, dcy, want_dx);
+    if cfg.dims.threaded() {
+        // One hand-over into the pool (see `rnn_forward`).
+        on_pool(run)
+    } else {
+        run()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward_layers<T: RnnFloat>(
     cfg: &RnnConfig,
     inp: &RnnInputs<T>,
     y: &[T],

@@ -6,7 +6,7 @@ use super::{cells, put_columns, step_time, CellClip, RnnConfig, RnnFloat, RnnInp
 use super::{Slices, Wide};
 use crate::error::Result;
 use crate::kernels::gemm::{gemm, MatRef};
-use crate::kernels::par::{lockstep, Shared};
+use crate::kernels::par::{lockstep, on_pool, Shared};
 
 /// What forward computes.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +74,22 @@ impl<'a, T: RnnFloat> Layer<'a, T> {
 /// multiplier (0 or 1/(1 − p)) of each of its outputs as the next layer reads them. `keep`:
 /// fill the reserve for backward.
 pub fn rnn_forward<T: RnnFloat>(
+    cfg: &RnnConfig,
+    inp: &RnnInputs<T>,
+    masks: Option<&[T]>,
+    keep: bool,
+) -> Result<RnnOutputs<T>> {
+    let run = || forward_layers(cfg, inp, masks, keep);
+    if cfg.dims.threaded() {
+        // One hand-over into the pool for the whole call: from a caller's thread each
+        // parallel part (two per layer) would pay one, 25–75 µs each.
+        on_pool(run)
+    } else {
+        run()
+    }
+}
+
+fn forward_layers<T: RnnFloat>(
     cfg: &RnnConfig,
     inp: &RnnInputs<T>,
     masks: Option<&[T]>,

@@ -217,6 +217,12 @@ impl RnnDims {
         (b, b + self.gate_width())
     }
 
+    /// Whether the steps run on several threads (see `Slices`), so the call is worth one
+    /// hand-over into the pool.
+    fn threaded(&self) -> bool {
+        Slices::new(self.hidden, self.batch, self.hidden, self.mode.gates()).workers > 1
+    }
+
     /// Length of the flat parameter vector.
     pub fn param_len(&self) -> usize {
         self.weight_len() + self.layers * self.dirs * 2 * self.gate_width()
