@@ -4,6 +4,7 @@
 //! built on these chunks combines in the same order and gives the same bits on any machine.
 
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use super::tuning::{CHUNK, SERIAL_BELOW};
 
@@ -107,6 +108,139 @@ pub fn map_indices<T: Send>(n: usize, work: usize, f: impl Fn(usize) -> T + Sync
     }
 }
 
+/// Runs `f(set, part)` for every part of every set, sets in order: no part of a set starts
+/// before every part of the previous set has finished, the parts of one set run side by side
+/// on up to `workers` threads. Built for recurrences (one set per time step, one part per slice
+/// of the hidden units), whose steps are too short (tens of microseconds) for a rayon
+/// fork-join each: the threads stay in one parallel region and meet at an atomic counter.
+///
+/// Parts are claimed in order from a shared ticket counter, so a thread that waits only waits
+/// for parts another thread has claimed and is running: when the pool's other threads are busy
+/// (or there are none), the calling thread claims every part itself and nothing deadlocks. A
+/// panic in `f` releases the waiters and reaches the caller through the join.
+pub fn lockstep(sets: usize, parts: usize, workers: usize, f: impl Fn(usize, usize) + Sync) {
+    let total = sets * parts;
+    let workers = workers.min(parts).min(rayon::current_num_threads());
+    if workers < 2 {
+        (0..total).for_each(|id| f(id / parts, id % parts));
+        return;
+    }
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let work = || {
+        loop {
+            let id = next.fetch_add(1, Ordering::Relaxed);
+            if id >= total {
+                return;
+            }
+            // Every part of the earlier sets done; Acquire pairs with their Release below,
+            // so what they wrote is visible here.
+            let base = id - id % parts;
+            let mut spins = 0u32;
+            while done.load(Ordering::Acquire) < base {
+                if failed.load(Ordering::Relaxed) {
+                    return;
+                }
+                spins += 1;
+                if spins < LOCKSTEP_SPINS {
+                    std::hint::spin_loop();
+                } else {
+                    // On a busy machine the thread we wait for may be descheduled: give it
+                    // the core instead of spinning against it.
+                    std::thread::yield_now();
+                }
+            }
+            let guard = PanicFlag(&failed);
+            f(id / parts, id % parts);
+            std::mem::forget(guard);
+            done.fetch_add(1, Ordering::Release);
+        }
+    };
+    rayon::scope(|s| {
+        for _ in 1..workers {
+            s.spawn(|_| work());
+        }
+        work();
+    });
+}
+
+/// Spins of a [`lockstep`] waiter before it starts yielding its core: a pause takes about a
+/// hundred cycles, so this is some ten microseconds, about the imbalance between the two
+/// halves of one step when both threads have a core.
+const LOCKSTEP_SPINS: u32 = 1 << 8;
+
+/// Sets the flag if dropped while unwinding out of a [`lockstep`] part (forgotten otherwise).
+struct PanicFlag<'a>(&'a AtomicBool);
+
+impl Drop for PanicFlag<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A mutable slice that the parts of a [`lockstep`] share: each part writes its own disjoint
+/// pieces, and reads pieces other parts wrote only in a later set.
+#[derive(Clone, Copy)]
+pub struct Shared<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _slice: std::marker::PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: access goes through the unsafe `get` / `get_mut`, whose callers guarantee that no
+// two threads touch the same elements unsynchronised.
+unsafe impl<T: Send> Send for Shared<'_, T> {}
+unsafe impl<T: Send> Sync for Shared<'_, T> {}
+
+impl<'a, T> Shared<'a, T> {
+    /// Shares `s` for the lifetime of the borrow.
+    pub fn new(s: &'a mut [T]) -> Self {
+        Shared {
+            ptr: s.as_mut_ptr(),
+            len: s.len(),
+            _slice: std::marker::PhantomData,
+        }
+    }
+
+    /// Length of the whole slice.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Elements `start..start + len`, read-only.
+    ///
+    /// # Safety
+    /// No thread writes them while the returned slice lives.
+    pub unsafe fn get(&self, start: usize, len: usize) -> &[T] {
+        assert!(
+            start <= self.len && len <= self.len - start,
+            "Shared: range out of bounds"
+        );
+        // SAFETY: in bounds (checked); the caller rules out concurrent writes.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(start), len) }
+    }
+
+    /// Elements `start..start + len`, writable.
+    ///
+    /// # Safety
+    /// No other thread reads or writes them while the returned slice lives.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get_mut(&self, start: usize, len: usize) -> &mut [T] {
+        assert!(
+            start <= self.len && len <= self.len - start,
+            "Shared: range out of bounds"
+        );
+        // SAFETY: in bounds (checked); the caller guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +257,32 @@ mod tests {
         let mut v = vec![0usize; 12];
         for_each_row_mut(&mut v, 4, |r, row| row.iter_mut().for_each(|x| *x = r));
         assert_eq!(v, vec![0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+    }
+
+    /// Every part of a set sees everything the previous sets wrote, on one thread or several.
+    #[test]
+    fn lockstep_orders_sets() {
+        for threads in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap_or_else(|e| panic!("pool: {e}"));
+            let (sets, parts) = (200, 3);
+            // Two rows by parity: set s reads row s % 2 whole and writes its own element of
+            // the other row.
+            let mut v = vec![0usize; 2 * parts];
+            let shared = Shared::new(&mut v);
+            pool.install(|| {
+                lockstep(sets, parts, threads, |set, part| {
+                    // SAFETY: the row read was written by the previous set only; each part
+                    // writes its own element of the other row.
+                    let seen = unsafe { shared.get(set % 2 * parts, parts) }.to_vec();
+                    assert!(seen.iter().all(|&x| x == set), "set {set}: {seen:?}");
+                    unsafe { shared.get_mut((set + 1) % 2 * parts + part, 1)[0] = set + 1 };
+                })
+            });
+            assert_eq!(v[sets % 2 * parts..][..parts], vec![sets; parts]);
+        }
     }
 }
 

@@ -24,6 +24,12 @@ pub const REDUCE_OUT_BLOCK: usize = 1024;
 /// products still gain from the pool.
 pub const GEMM_PARALLEL_ABOVE: usize = 1 << 25;
 
+/// Work (rows · gate units · inner size) of one recurrent step's product from which its
+/// hidden units are cut among the pool's threads. The threads meet once per step (a few
+/// hundred nanoseconds when both are awake): the LSTM language model's steps (32 × 800 × 200,
+/// about 60 µs alone) gain from sharing; one sequence's (1 × 800 × 200, a few µs) does not.
+pub const RNN_STEP_PARALLEL_ABOVE: usize = 1 << 20;
+
 /// Rows (or columns) of a GEMM output below which a band is not worth its own thread.
 pub const GEMM_MIN_BAND: usize = 32;
 

@@ -1,11 +1,15 @@
 //! Backward of the fused recurrent layers (backpropagation through time): per layer and
-//! direction, one GEMM per step for the state gradient, then one GEMM each for the input
-//! gradient and the two weight gradients over all steps at once.
+//! direction, one product per step for the state gradient (the hidden units cut among
+//! threads), then one GEMM each for the input gradient and the two weight gradients over all
+//! steps at once.
 
 use super::forward::Layer;
-use super::{clip, prev_time, step_time, take_columns, RnnConfig, RnnFloat, RnnInputs, RnnMode};
+use super::panel::Panels;
+use super::{cells, prev_time, step_time, take_columns, RnnConfig, RnnFloat, RnnInputs, RnnMode};
+use super::{Slices, Wide};
 use crate::error::{Error, Result};
 use crate::kernels::gemm::{gemm, MatRef};
+use crate::kernels::par::{lockstep, on_pool, Shared};
 
 /// The gradients of one call.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,6 +40,27 @@ struct LayerGrads<T> {
 /// final states when they are outputs. `want_dx`: compute the data gradient.
 #[allow(clippy::too_many_arguments)]
 pub fn rnn_backward<T: RnnFloat>(
+    cfg: &RnnConfig,
+    inp: &RnnInputs<T>,
+    y: &[T],
+    reserve: &[T],
+    dropout: bool,
+    dy: &[T],
+    dhy: Option<&[T]>,
+    dcy: Option<&[T]>,
+    want_dx: bool,
+) -> Result<RnnGrads<T>> {
+    let run = || backward_layers(cfg, inp, y, reserve, dropout, dy, dhy, dcy, want_dx);
+    if cfg.dims.threaded() {
+        // One hand-over into the pool (see `rnn_forward`).
+        on_pool(run)
+    } else {
+        run()
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn backward_layers<T: RnnFloat>(
     cfg: &RnnConfig,
     inp: &RnnInputs<T>,
     y: &[T],
@@ -165,17 +190,12 @@ fn layer_backward<T: RnnFloat>(
 ) -> Result<LayerGrads<T>> {
     let dm = &cfg.dims;
     let (steps, n, h, gw) = (dm.seq, dm.batch, dm.hidden, dm.gate_width());
-    let cw = dm.mode.cache_width(h);
     let gru = dm.mode == RnnMode::Gru;
     let zero = T::zero();
     // Gradients of the gates' pre-activations at every (step, sample): the input part, and
     // for GRU separately the recurrent part (its n gate sees r·(Wh_n·h' + b_hn)).
     let mut dgx = vec![zero; steps * n * gw];
-    let mut dgh_gru = if gru {
-        vec![zero; steps * n * gw]
-    } else {
-        Vec::new()
-    };
+    let mut dgh_gru = vec![zero; if gru { steps * n * gw } else { 0 }];
     // The state each step read, for the recurrent weight gradient.
     let mut hprev = vec![zero; steps * n * h];
     let mut dh = dhy.map_or_else(|| vec![zero; n * h], <[T]>::to_vec);
@@ -184,94 +204,57 @@ fn layer_backward<T: RnnFloat>(
         (RnnMode::Lstm, None) => vec![zero; n * h],
         _ => Vec::new(),
     };
-    let mut dstep = vec![zero; n * gw];
     let mut direct = vec![zero; if gru { n * h } else { 0 }];
-    let mut dhp = vec![zero; n * h];
+    // With equal lengths a step's gradients are consecutive rows of dgx (dgh), the left
+    // operand of its product; otherwise they are gathered by step parity, finished samples
+    // as zero rows.
+    let ragged = a.lens.iter().any(|&l| l != a.lens[0]);
+    let mut gathered = vec![zero; if ragged { 2 * n * gw } else { 0 }];
+    // Each slice's columns of W_h2h (all gates' rows).
+    let slices = Slices::new(h, n, h, dm.mode.gates());
+    let panels: Vec<Panels<T>> = slices
+        .ranges
+        .iter()
+        .map(|&(u0, u1)| Panels::from_rows(gw, u1 - u0, |r| &a.wh[r * h + u0..r * h + u1]))
+        .collect();
+    let widest = panels.iter().map(Panels::width).max().unwrap_or(0);
+    let mut products = vec![zero; slices.ranges.len() * n * widest];
     let no_cell = vec![zero; h];
     let max_len = a.lens.iter().copied().max().unwrap_or(0);
-    for i in (0..max_len).rev() {
-        dstep.iter_mut().for_each(|v| *v = zero);
-        for s in 0..n {
-            let len = a.lens[s];
-            let Some(t) = step_time(a.reverse, i, len) else {
-                continue;
-            };
-            let row = t * n + s;
-            let dhs = &mut dh[s * h..(s + 1) * h];
-            dhs.iter_mut()
-                .zip(&dy[row * h..(row + 1) * h])
-                .for_each(|(g, &v)| *g = *g + v);
-            let tp = prev_time(a.reverse, t, len);
-            let hp = match tp {
-                Some(tp) => &y[(tp * n + s) * h..(tp * n + s + 1) * h],
-                None => &a.h0[s * h..(s + 1) * h],
-            };
-            hprev[row * h..(row + 1) * h].copy_from_slice(hp);
-            let kept = &cache[row * cw..(row + 1) * cw];
-            let gx = &mut dgx[row * gw..(row + 1) * gw];
-            let gh = &mut dstep[s * gw..(s + 1) * gw];
-            match dm.mode {
-                RnnMode::Lstm => {
-                    // The previous cell: kept unclipped by the previous step, or given.
-                    let (cprev, kept_raw) = match (tp, a.c0) {
-                        (Some(tp), _) => {
-                            let at = (tp * n + s) * cw + 4 * h;
-                            (&cache[at..at + h], true)
-                        }
-                        (None, Some(c)) => (&c[s * h..(s + 1) * h], false),
-                        (None, None) => (&no_cell[..], false),
-                    };
-                    let prev = |k: usize| {
-                        if kept_raw {
-                            clip(cfg.clip.as_ref(), cprev[k])
-                        } else {
-                            cprev[k]
-                        }
-                    };
-                    let dcs = &mut dc[s * h..(s + 1) * h];
-                    lstm_step(kept, prev, dhs, dcs, cfg.clip.as_ref(), gx);
-                    gh.copy_from_slice(gx);
-                }
-                RnnMode::Gru => {
-                    let dir = &mut direct[s * h..(s + 1) * h];
-                    gru_step(kept, hp, dhs, gx, gh, dir);
-                    dgh_gru[row * gw..(row + 1) * gw].copy_from_slice(gh);
-                }
-                RnnMode::RnnRelu | RnnMode::RnnTanh => {
-                    let out = &y[row * h..(row + 1) * h];
-                    let relu = dm.mode == RnnMode::RnnRelu;
-                    for k in 0..h {
-                        let d = if relu {
-                            if out[k] > zero {
-                                T::one()
-                            } else {
-                                zero
-                            }
-                        } else {
-                            T::one() - out[k] * out[k]
-                        };
-                        gx[k] = dhs[k] * d;
-                    }
-                    gh.copy_from_slice(gx);
-                }
-            }
+    let step = Step {
+        cfg,
+        a,
+        cache,
+        y,
+        dy,
+        no_cell: &no_cell,
+        slices: &slices,
+        panels: &panels,
+        widest,
+        ragged,
+        dgx: Shared::new(&mut dgx),
+        dgh: Shared::new(&mut dgh_gru),
+        hprev: Shared::new(&mut hprev),
+        dh: Shared::new(&mut dh),
+        dc: Shared::new(&mut dc),
+        direct: Shared::new(&mut direct),
+        gathered: Shared::new(&mut gathered),
+        products: Shared::new(&mut products),
+    };
+    // Set j: the product of iteration max_len − j (j ≥ 1), then the gate gradients of the
+    // iteration before it, whose units need only this slice's product.
+    lockstep(max_len + 1, slices.ranges.len(), slices.workers, |j, p| {
+        if j > 0 {
+            step.product(max_len - j, p);
         }
-        // The state gradient of the previous step, all gates and samples in one product.
-        gemm(
-            MatRef::row_major(&dstep, n, gw),
-            MatRef::row_major(a.wh, gw, h),
-            &mut dhp,
-            false,
-        )?;
-        for s in 0..n {
-            if step_time(a.reverse, i, a.lens[s]).is_none() {
-                continue; // a finished sample's state did not change: its gradient stays
-            }
-            for k in s * h..(s + 1) * h {
-                dh[k] = dhp[k] + if gru { direct[k] } else { zero };
-            }
+        if j < max_len {
+            T::wide(Gates {
+                s: &step,
+                i: max_len - 1 - j,
+                units: slices.ranges[p],
+            });
         }
-    }
+    });
     let dgh = if gru { &dgh_gru } else { &dgx };
     let rows = steps * n;
     let mut dwx = vec![zero; gw * a.in_w];
@@ -316,67 +299,161 @@ fn layer_backward<T: RnnFloat>(
     })
 }
 
-/// One LSTM step of one sample: from the kept gates and unclipped cell, the previous
-/// (clipped) cell `cprev` and the gradients `dh`, `dc` of this step's states, writes the
-/// gate pre-activation gradients to `g` and the previous cell's gradient to `dc`.
-fn lstm_step<T: RnnFloat>(
-    kept: &[T],
-    cprev: impl Fn(usize) -> T,
-    dh: &[T],
-    dc: &mut [T],
-    clip_to: Option<&super::CellClip>,
-    g: &mut [T],
-) {
-    let h = dh.len();
-    let one = T::one();
-    for k in 0..h {
-        let (i, f, gg, o, raw) = (
-            kept[k],
-            kept[h + k],
-            kept[2 * h + k],
-            kept[3 * h + k],
-            kept[4 * h + k],
-        );
-        let tc = clip(clip_to, raw).tanh_act();
-        let d_c = dc[k] + dh[k] * o * (one - tc * tc);
-        // The clip passes no gradient where it bit.
-        let d_raw = if clip_to.is_none_or(|c| c.passes(raw)) {
-            d_c
+/// What the steps of one layer's backward share (see [`layer_backward`]).
+struct Step<'a, T> {
+    cfg: &'a RnnConfig,
+    a: &'a Layer<'a, T>,
+    cache: &'a [T],
+    y: &'a [T],
+    dy: &'a [T],
+    no_cell: &'a [T],
+    slices: &'a Slices,
+    panels: &'a [Panels<T>],
+    widest: usize,
+    ragged: bool,
+    dgx: Shared<'a, T>,
+    dgh: Shared<'a, T>,
+    hprev: Shared<'a, T>,
+    dh: Shared<'a, T>,
+    dc: Shared<'a, T>,
+    direct: Shared<'a, T>,
+    gathered: Shared<'a, T>,
+    products: Shared<'a, T>,
+}
+
+// SAFETY (every access to the shared buffers below): `lockstep` runs set j only after set
+// j − 1 has finished. The gate gradients of iteration i (set max_len − 1 − i) write this
+// slice's units of dh, dc, direct, hprev and of the rows of dgx / dgh / gathered that
+// belong to iteration i; the product of iteration i (the next set) reads those rows whole,
+// writes its own product buffer and this slice's units of dh. `gathered` alternates by
+// parity, so a product never reads the half the gate gradients of the next iteration write.
+impl<T: RnnFloat> Step<'_, T> {
+    /// The state gradient of iteration `i`'s inputs, units of slice `p`: the step's gate
+    /// gradients times this slice's columns of W_h2h.
+    fn product(&self, i: usize, p: usize) {
+        let dm = &self.cfg.dims;
+        let (n, h, gw) = (dm.batch, dm.hidden, dm.gate_width());
+        let b = &self.panels[p];
+        let grads = if dm.mode == RnnMode::Gru {
+            &self.dgh
         } else {
-            T::zero()
+            &self.dgx
         };
-        g[k] = d_raw * gg * i * (one - i);
-        g[h + k] = d_raw * cprev(k) * f * (one - f);
-        g[2 * h + k] = d_raw * i * (one - gg * gg);
-        g[3 * h + k] = dh[k] * tc * o * (one - o);
-        dc[k] = d_raw * f;
+        let rows = match self.ragged {
+            true => unsafe { self.gathered.get(i % 2 * n * gw, n * gw) },
+            false => {
+                let t = step_time(self.a.reverse, i, self.a.lens[0]).unwrap_or(0);
+                unsafe { grads.get(t * n * gw, n * gw) }
+            }
+        };
+        let product = unsafe { self.products.get_mut(p * n * self.widest, n * b.width()) };
+        T::panel_product(rows, gw, n, b, product);
+        let (u0, u1) = self.slices.ranges[p];
+        let w = b.width();
+        for s in 0..n {
+            if step_time(self.a.reverse, i, self.a.lens[s]).is_none() {
+                continue; // a finished sample's state did not change: its gradient stays
+            }
+            let dh = unsafe { self.dh.get_mut(s * h + u0, u1 - u0) };
+            dh.copy_from_slice(&product[s * w..s * w + u1 - u0]);
+            if dm.mode == RnnMode::Gru {
+                let direct = unsafe { self.direct.get(s * h + u0, u1 - u0) };
+                dh.iter_mut().zip(direct).for_each(|(g, &d)| *g = *g + d);
+            }
+        }
     }
 }
 
-/// One GRU step of one sample: gradients of the input part (`gx`) and the recurrent part
-/// (`gh`) of the pre-activations, and `direct` = the part of the previous state's gradient
-/// that bypasses the weights (z·dh).
-fn gru_step<T: RnnFloat>(
-    kept: &[T],
-    hp: &[T],
-    dh: &[T],
-    gx: &mut [T],
-    gh: &mut [T],
-    direct: &mut [T],
-) {
-    let h = hp.len();
-    let one = T::one();
-    for k in 0..h {
-        let (r, z, nn, m) = (kept[k], kept[h + k], kept[2 * h + k], kept[3 * h + k]);
-        let dn = dh[k] * (one - z) * (one - nn * nn);
-        let dr = dn * m * r * (one - r);
-        let dz = dh[k] * (hp[k] - nn) * z * (one - z);
-        gx[k] = dr;
-        gx[h + k] = dz;
-        gx[2 * h + k] = dn;
-        gh[k] = dr;
-        gh[h + k] = dz;
-        gh[2 * h + k] = dn * r;
-        direct[k] = dh[k] * z;
+/// The gate gradients of one slice at one iteration, for every sample.
+struct Gates<'s, 'a, T> {
+    s: &'s Step<'a, T>,
+    i: usize,
+    units: (usize, usize),
+}
+
+impl<T: RnnFloat> Wide for Gates<'_, '_, T> {
+    #[inline(always)]
+    fn run(self) {
+        let st = self.s;
+        let (a, dm) = (st.a, &st.cfg.dims);
+        let (n, h, gw) = (dm.batch, dm.hidden, dm.gate_width());
+        let cw = dm.mode.cache_width(h);
+        let (u0, u1) = self.units;
+        let uc = u1 - u0;
+        let half = self.i % 2 * n * gw;
+        for s in 0..n {
+            let len = a.lens[s];
+            let Some(t) = step_time(a.reverse, self.i, len) else {
+                if st.ragged {
+                    for g in 0..dm.mode.gates() {
+                        let at = half + s * gw + g * h + u0;
+                        unsafe { st.gathered.get_mut(at, uc) }.fill(T::zero());
+                    }
+                }
+                continue;
+            };
+            let row = t * n + s;
+            let dh = unsafe { st.dh.get_mut(s * h + u0, uc) };
+            dh.iter_mut()
+                .zip(&st.dy[row * h + u0..row * h + u1])
+                .for_each(|(g, &v)| *g = *g + v);
+            let dh: &[T] = dh;
+            let tp = prev_time(a.reverse, t, len);
+            let hp = match tp {
+                Some(tp) => &st.y[(tp * n + s) * h + u0..][..uc],
+                None => &a.h0[s * h + u0..s * h + u1],
+            };
+            unsafe { st.hprev.get_mut(row * h + u0, uc) }.copy_from_slice(hp);
+            let kept = |g: usize| &st.cache[row * cw + g * h + u0..][..uc];
+            let gx = |g: usize| unsafe { st.dgx.get_mut(row * gw + g * h + u0, uc) };
+            match dm.mode {
+                RnnMode::Lstm => {
+                    // The previous cell: kept unclipped by the previous step, or given.
+                    let (cp, clip_prev) = match (tp, a.c0) {
+                        (Some(tp), _) => (&st.cache[(tp * n + s) * cw + 4 * h + u0..][..uc], true),
+                        (None, Some(c)) => (&c[s * h + u0..s * h + u1], false),
+                        (None, None) => (&st.no_cell[..uc], false),
+                    };
+                    let dc = unsafe { st.dc.get_mut(s * h + u0, uc) };
+                    cells::lstm_backward(
+                        [kept(0), kept(1), kept(2), kept(3), kept(4)],
+                        cp,
+                        clip_prev,
+                        dh,
+                        dc,
+                        st.cfg.clip.as_ref(),
+                        [gx(0), gx(1), gx(2), gx(3)],
+                    );
+                }
+                RnnMode::Gru => {
+                    let gh = |g: usize| unsafe { st.dgh.get_mut(row * gw + g * h + u0, uc) };
+                    let direct = unsafe { st.direct.get_mut(s * h + u0, uc) };
+                    cells::gru_backward(
+                        [kept(0), kept(1), kept(2), kept(3)],
+                        hp,
+                        dh,
+                        [gx(0), gx(1), gx(2)],
+                        [gh(0), gh(1), gh(2)],
+                        direct,
+                    );
+                }
+                RnnMode::RnnRelu | RnnMode::RnnTanh => {
+                    let out = &st.y[row * h + u0..row * h + u1];
+                    cells::plain_backward(out, dh, dm.mode == RnnMode::RnnRelu, gx(0));
+                }
+            }
+            if st.ragged {
+                let grads = if dm.mode == RnnMode::Gru {
+                    &st.dgh
+                } else {
+                    &st.dgx
+                };
+                for g in 0..dm.mode.gates() {
+                    let from = unsafe { grads.get(row * gw + g * h + u0, uc) };
+                    let at = half + s * gw + g * h + u0;
+                    unsafe { st.gathered.get_mut(at, uc) }.copy_from_slice(from);
+                }
+            }
+        }
     }
 }

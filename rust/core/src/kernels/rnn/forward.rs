@@ -1,9 +1,12 @@
 //! Forward of the fused recurrent layers: per layer and direction one input-projection GEMM,
-//! then per step one recurrent GEMM and the gate math.
+//! then per step one recurrent product and the gate math, the hidden units cut among threads.
 
-use super::{clip, put_columns, step_time, CellClip, RnnConfig, RnnFloat, RnnInputs, RnnMode};
+use super::panel::Panels;
+use super::{cells, put_columns, step_time, CellClip, RnnConfig, RnnFloat, RnnInputs, RnnMode};
+use super::{Slices, Wide};
 use crate::error::Result;
 use crate::kernels::gemm::{gemm, MatRef};
+use crate::kernels::par::{lockstep, on_pool, Shared};
 
 /// What forward computes.
 #[derive(Clone, Debug, PartialEq)]
@@ -71,6 +74,22 @@ impl<'a, T: RnnFloat> Layer<'a, T> {
 /// multiplier (0 or 1/(1 − p)) of each of its outputs as the next layer reads them. `keep`:
 /// fill the reserve for backward.
 pub fn rnn_forward<T: RnnFloat>(
+    cfg: &RnnConfig,
+    inp: &RnnInputs<T>,
+    masks: Option<&[T]>,
+    keep: bool,
+) -> Result<RnnOutputs<T>> {
+    let run = || forward_layers(cfg, inp, masks, keep);
+    if cfg.dims.threaded() {
+        // One hand-over into the pool for the whole call: from a caller's thread each
+        // parallel part (two per layer) would pay one, 25–75 µs each.
+        on_pool(run)
+    } else {
+        run()
+    }
+}
+
+fn forward_layers<T: RnnFloat>(
     cfg: &RnnConfig,
     inp: &RnnInputs<T>,
     masks: Option<&[T]>,
@@ -162,14 +181,16 @@ pub fn rnn_forward<T: RnnFloat>(
 pub(super) fn layer_forward<T: RnnFloat>(
     cfg: &RnnConfig,
     a: &Layer<T>,
-    mut cache: Option<&mut [T]>,
+    cache: Option<&mut [T]>,
     hy: &mut [T],
     cy: &mut [T],
 ) -> Result<Vec<T>> {
     let dm = &cfg.dims;
     let (steps, n, h, gw) = (dm.seq, dm.batch, dm.hidden, dm.gate_width());
-    let cw = dm.mode.cache_width(h);
-    // The input projection of every step at once, with the input bias folded in.
+    let gates = dm.mode.gates();
+    let lstm = dm.mode == RnnMode::Lstm;
+    // The input projection of every step at once, with the biases folded in: both of every
+    // gate, except GRU's n gate, whose recurrent bias sits inside r·(Wh_n·h' + b_hn).
     let mut xw = vec![T::zero(); steps * n * gw];
     gemm(
         MatRef::row_major(a.x, steps * n, a.in_w),
@@ -177,138 +198,169 @@ pub(super) fn layer_forward<T: RnnFloat>(
         &mut xw,
         false,
     )?;
+    let folded = if dm.mode == RnnMode::Gru { 2 * h } else { gw };
+    let bias: Vec<T> = (0..gw)
+        .map(|j| a.bx[j] + if j < folded { a.bh[j] } else { T::zero() })
+        .collect();
     for row in xw.chunks_exact_mut(gw) {
-        row.iter_mut().zip(a.bx).for_each(|(v, &b)| *v = *v + b);
+        row.iter_mut().zip(&bias).for_each(|(v, &b)| *v = *v + b);
     }
-    let mut hs = a.h0.to_vec();
-    let mut cs = a.c0.map(<[T]>::to_vec).unwrap_or_default();
-    let mut hw = vec![T::zero(); n * gw];
+    // Each slice's recurrent weights, its units of every gate side by side: column
+    // g·uc + j is unit u0 + j of gate g.
+    let slices = Slices::new(h, n, h, gates);
+    let panels: Vec<Panels<T>> = slices
+        .ranges
+        .iter()
+        .map(|&(u0, u1)| {
+            let uc = u1 - u0;
+            Panels::from_columns(h, gates * uc, |j| {
+                &a.wh[(j / uc * h + u0 + j % uc) * h..][..h]
+            })
+        })
+        .collect();
+    let widest = panels.iter().map(Panels::width).max().unwrap_or(0);
+    // The state by parity of the step: step i reads half i % 2 and writes the other.
+    let mut states = vec![T::zero(); 2 * n * h];
+    states[..n * h].copy_from_slice(a.h0);
+    let mut cells = match a.c0 {
+        Some(c) if lstm => c.to_vec(),
+        _ => vec![T::zero(); if lstm { n * h } else { 0 }],
+    };
     let mut y = vec![T::zero(); steps * n * h];
-    let wh = MatRef::row_major(a.wh, gw, h).t();
+    let mut products = vec![T::zero(); slices.ranges.len() * n * widest];
     let max_len = a.lens.iter().copied().max().unwrap_or(0);
-    for i in 0..max_len {
-        gemm(MatRef::row_major(&hs, n, h), wh, &mut hw, false)?;
-        for s in 0..n {
-            let Some(t) = step_time(a.reverse, i, a.lens[s]) else {
-                continue;
-            };
-            let row = t * n + s;
-            let px = &xw[row * gw..(row + 1) * gw];
-            let ph = &mut hw[s * gw..(s + 1) * gw];
-            if dm.mode == RnnMode::Lstm {
-                // LSTM gates add everything up front: the sums go in place of the product.
-                for ((p, &x), &b) in ph.iter_mut().zip(px).zip(a.bh) {
-                    *p = *p + x + b;
-                }
-            }
-            let cell = Cell {
-                px,
-                ph,
-                bh: a.bh,
-                h,
-            };
-            let hrow = &mut hs[s * h..(s + 1) * h];
-            let keep = cache
-                .as_deref_mut()
-                .map(|c| &mut c[row * cw..(row + 1) * cw]);
-            match dm.mode {
-                RnnMode::Lstm => {
-                    cell.lstm(hrow, &mut cs[s * h..(s + 1) * h], cfg.clip.as_ref(), keep)
-                }
-                RnnMode::Gru => cell.gru(hrow, keep),
-                RnnMode::RnnRelu => cell.plain(hrow, |v| v.max(T::zero())),
-                RnnMode::RnnTanh => cell.plain(hrow, T::tanh_act),
-            }
-            y[row * h..(row + 1) * h].copy_from_slice(hrow);
-        }
-    }
-    hy.copy_from_slice(&hs);
-    if dm.mode == RnnMode::Lstm {
-        cy.copy_from_slice(&cs);
+    let mut no_cache: Vec<T> = Vec::new();
+    let step = Step {
+        cfg,
+        a,
+        xw: &xw,
+        slices: &slices,
+        panels: &panels,
+        widest,
+        states: Shared::new(&mut states),
+        cells: Shared::new(&mut cells),
+        y: Shared::new(&mut y),
+        products: Shared::new(&mut products),
+        keep: cache.is_some(),
+        cache: Shared::new(cache.unwrap_or(&mut no_cache)),
+    };
+    lockstep(max_len, slices.ranges.len(), slices.workers, |i, p| {
+        step.run(i, p)
+    });
+    hy.copy_from_slice(&states[max_len % 2 * n * h..][..n * h]);
+    if lstm {
+        cy.copy_from_slice(&cells);
     }
     Ok(y)
 }
 
-/// The gate math of one sample at one step: `px` the input projection (input bias included),
-/// `ph` the recurrent product, each gates·H wide (for LSTM, `ph` holds the whole
-/// pre-activations).
-struct Cell<'a, T> {
-    px: &'a [T],
-    ph: &'a [T],
-    bh: &'a [T],
-    h: usize,
+/// What the steps of one layer share (see [`layer_forward`]).
+struct Step<'a, T> {
+    cfg: &'a RnnConfig,
+    a: &'a Layer<'a, T>,
+    xw: &'a [T],
+    slices: &'a Slices,
+    panels: &'a [Panels<T>],
+    widest: usize,
+    states: Shared<'a, T>,
+    cells: Shared<'a, T>,
+    y: Shared<'a, T>,
+    products: Shared<'a, T>,
+    keep: bool,
+    cache: Shared<'a, T>,
 }
 
-impl<T: RnnFloat> Cell<'_, T> {
-    /// Updates `hs` and `cs` in place; `keep` receives i, f, g, o and the unclipped cell.
-    fn lstm(&self, hs: &mut [T], cs: &mut [T], clip_to: Option<&CellClip>, keep: Option<&mut [T]>) {
-        let h = self.h;
-        // Each gate's pre-activation (`ph` holds them, see `layer_forward`); per-gate slices
-        // of exactly h values let the loops below vectorise.
-        let (gi, rest) = self.ph[..4 * h].split_at(h);
-        let (gf, rest) = rest.split_at(h);
-        let (gg, go) = rest.split_at(h);
-        let (hs, cs) = (&mut hs[..h], &mut cs[..h]);
-        match keep {
-            Some(kp) => {
-                let (ki, rest) = kp.split_at_mut(h);
-                let (kf, rest) = rest.split_at_mut(h);
-                let (kg, rest) = rest.split_at_mut(h);
-                let (ko, kc) = rest.split_at_mut(h);
-                for k in 0..h {
-                    let (i, f, g, o) = (
-                        gi[k].sigmoid(),
-                        gf[k].sigmoid(),
-                        gg[k].tanh_act(),
-                        go[k].sigmoid(),
+impl<T: RnnFloat> Step<'_, T> {
+    /// Step `i`, units of slice `p`: the slice's product, then its gate math.
+    fn run(&self, i: usize, p: usize) {
+        let (n, h) = (self.cfg.dims.batch, self.cfg.dims.hidden);
+        let b = &self.panels[p];
+        // SAFETY (the accesses here and in `Cells::run`): step i reads state half i % 2,
+        // written by step i − 1 (which `lockstep` finished before this step began), and
+        // writes only this slice's units of the other half, of the cells, outputs and cache;
+        // the product buffer is this slice's own.
+        let prev = unsafe { self.states.get(i % 2 * n * h, n * h) };
+        let product = unsafe { self.products.get_mut(p * n * self.widest, n * b.width()) };
+        T::panel_product(prev, h, n, b, product);
+        T::wide(Cells {
+            s: self,
+            i,
+            units: self.slices.ranges[p],
+            prev,
+            product,
+        });
+    }
+}
+
+/// The gate math of one slice at one step, for every sample.
+struct Cells<'s, 'a, T> {
+    s: &'s Step<'a, T>,
+    i: usize,
+    units: (usize, usize),
+    prev: &'s [T],
+    product: &'s [T],
+}
+
+impl<T: RnnFloat> Wide for Cells<'_, '_, T> {
+    #[inline(always)]
+    fn run(self) {
+        let st = self.s;
+        let dm = &st.cfg.dims;
+        let (n, h, gw) = (dm.batch, dm.hidden, dm.gate_width());
+        let cw = dm.mode.cache_width(h);
+        let (u0, u1) = self.units;
+        let uc = u1 - u0;
+        let w = self.product.len() / n.max(1);
+        let out = (self.i + 1) % 2 * n * h;
+        for s in 0..n {
+            // SAFETY: see `Step::run`.
+            let h_new = unsafe { st.states.get_mut(out + s * h + u0, uc) };
+            let Some(t) = step_time(st.a.reverse, self.i, st.a.lens[s]) else {
+                // A finished sample keeps its state.
+                h_new.copy_from_slice(&self.prev[s * h + u0..s * h + u1]);
+                continue;
+            };
+            let row = t * n + s;
+            let x = |g: usize| &st.xw[row * gw + g * h + u0..][..uc];
+            let pr = |g: usize| &self.product[s * w + g * uc..][..uc];
+            // SAFETY: see `Step::run`.
+            let y = unsafe { st.y.get_mut(row * h + u0, uc) };
+            let kept = |g: usize| unsafe { st.cache.get_mut(row * cw + g * h + u0, uc) };
+            match dm.mode {
+                RnnMode::Lstm => {
+                    let keep = st
+                        .keep
+                        .then(|| [kept(0), kept(1), kept(2), kept(3), kept(4)]);
+                    // SAFETY: see `Step::run`.
+                    let c = unsafe { st.cells.get_mut(s * h + u0, uc) };
+                    let clip_to: Option<&CellClip> = st.cfg.clip.as_ref();
+                    cells::lstm_forward(
+                        [x(0), x(1), x(2), x(3)],
+                        [pr(0), pr(1), pr(2), pr(3)],
+                        c,
+                        h_new,
+                        y,
+                        keep,
+                        clip_to,
                     );
-                    let raw = f * cs[k] + i * g;
-                    let c = clip(clip_to, raw);
-                    cs[k] = c;
-                    hs[k] = o * c.tanh_act();
-                    (ki[k], kf[k], kg[k], ko[k], kc[k]) = (i, f, g, o, raw);
+                }
+                RnnMode::Gru => {
+                    let keep = st.keep.then(|| [kept(0), kept(1), kept(2), kept(3)]);
+                    cells::gru_forward(
+                        [x(0), x(1), x(2)],
+                        [pr(0), pr(1), pr(2)],
+                        &st.a.bh[2 * h + u0..2 * h + u1],
+                        &self.prev[s * h + u0..s * h + u1],
+                        h_new,
+                        y,
+                        keep,
+                    );
+                }
+                RnnMode::RnnRelu | RnnMode::RnnTanh => {
+                    let relu = dm.mode == RnnMode::RnnRelu;
+                    cells::plain_forward(x(0), pr(0), relu, h_new, y);
                 }
             }
-            None => {
-                for k in 0..h {
-                    let (i, f, g, o) = (
-                        gi[k].sigmoid(),
-                        gf[k].sigmoid(),
-                        gg[k].tanh_act(),
-                        go[k].sigmoid(),
-                    );
-                    let c = clip(clip_to, f * cs[k] + i * g);
-                    cs[k] = c;
-                    hs[k] = o * c.tanh_act();
-                }
-            }
-        }
-    }
-
-    /// Updates `hs` in place; `keep` receives r, z, n and Wh_n·h' + b_hn.
-    fn gru(&self, hs: &mut [T], keep: Option<&mut [T]>) {
-        let h = self.h;
-        let one = T::one();
-        let mut keep = keep;
-        for k in 0..h {
-            let r = (self.px[k] + self.ph[k] + self.bh[k]).sigmoid();
-            let z = (self.px[h + k] + self.ph[h + k] + self.bh[h + k]).sigmoid();
-            let m = self.ph[2 * h + k] + self.bh[2 * h + k];
-            let n = (self.px[2 * h + k] + r * m).tanh_act();
-            hs[k] = (one - z) * n + z * hs[k];
-            if let Some(kp) = keep.as_deref_mut() {
-                kp[k] = r;
-                kp[h + k] = z;
-                kp[2 * h + k] = n;
-                kp[3 * h + k] = m;
-            }
-        }
-    }
-
-    /// A single-gate cell with activation `act`.
-    fn plain(&self, hs: &mut [T], act: impl Fn(T) -> T) {
-        for (k, v) in hs.iter_mut().enumerate() {
-            *v = act(self.px[k] + self.ph[k] + self.bh[k]);
         }
     }
 }

@@ -3,12 +3,17 @@
 //! flat parameter vector.
 //!
 //! Per layer and direction the input projection of every step is one GEMM; each step is then
-//! one GEMM of the state against the recurrent weights of all gates together, followed by
-//! the gate math. Backward walks the steps in reverse with one GEMM per step for the state
-//! gradient, and builds the weight gradients of all steps with one GEMM each.
+//! one product of the state against the recurrent weights of all gates together (packed once
+//! per call, see `panel`), followed by the gate math. Backward walks the steps in reverse
+//! with one product per step for the state gradient, and builds the weight gradients of all
+//! steps with one GEMM each. Within a step the hidden units are cut into slices that the
+//! pool's threads take side by side (`par::lockstep`): a slice's gate math needs only its
+//! own units' products, so the threads meet once per step.
 
 mod backward;
+mod cells;
 mod forward;
+mod panel;
 #[cfg(test)]
 mod tests;
 
@@ -16,8 +21,10 @@ pub use backward::{rnn_backward, RnnGrads};
 pub use forward::{rnn_forward, RnnOutputs};
 
 use super::gemm::GemmScalar;
+use super::tuning::RNN_STEP_PARALLEL_ABOVE;
 use crate::error::{Error, Result};
 use num_traits::Float;
+use panel::Panels;
 
 /// The element types the recurrent kernels compute in (float32, and float64 for checks).
 pub trait RnnFloat: GemmScalar + Float + Send + Sync + std::fmt::Debug {
@@ -25,6 +32,22 @@ pub trait RnnFloat: GemmScalar + Float + Send + Sync + std::fmt::Debug {
     fn sigmoid(self) -> Self;
     /// tanh.
     fn tanh_act(self) -> Self;
+    /// `c = a · b` against packed weights (see `panel::product_plain`).
+    #[doc(hidden)]
+    fn panel_product(a: &[Self], lda: usize, m: usize, b: &Panels<Self>, c: &mut [Self]);
+    /// Runs `k`, compiled for the widest vectors the CPU has.
+    #[doc(hidden)]
+    fn wide<K: Wide>(k: K) {
+        k.run()
+    }
+}
+
+/// Loops that [`RnnFloat::wide`] compiles for wide vectors: `run` must be `#[inline(always)]`
+/// so its body is generated inside the caller's target features.
+#[doc(hidden)]
+pub trait Wide {
+    /// The work.
+    fn run(self);
 }
 
 // Float32 gates use the branch-free exp / tanh of `kernels::unary` (a few ulp): with libm's
@@ -38,6 +61,23 @@ impl RnnFloat for f32 {
     fn tanh_act(self) -> f32 {
         super::unary::fast_tanh(self)
     }
+    fn panel_product(a: &[f32], lda: usize, m: usize, b: &Panels<f32>, c: &mut [f32]) {
+        panel::product_f32(a, lda, m, b, c)
+    }
+    // The crate targets baseline x86-64: its 4-wide SSE2 left the exp-heavy gate math at a
+    // third of AVX-512's speed.
+    fn wide<K: Wide>(k: K) {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            #[target_feature(enable = "avx512f")]
+            fn go<K: Wide>(k: K) {
+                k.run()
+            }
+            // SAFETY: the CPU supports avx512f, the only feature `go` is compiled for.
+            return unsafe { go(k) };
+        }
+        k.run()
+    }
 }
 
 impl RnnFloat for f64 {
@@ -48,6 +88,34 @@ impl RnnFloat for f64 {
     #[inline(always)]
     fn tanh_act(self) -> f64 {
         self.tanh()
+    }
+    fn panel_product(a: &[f64], lda: usize, m: usize, b: &Panels<f64>, c: &mut [f64]) {
+        panel::product_plain(a, lda, m, b, c)
+    }
+}
+
+/// How one call cuts the hidden units of a step among the pool's threads.
+#[derive(Clone, Debug)]
+struct Slices {
+    /// The unit ranges, in order.
+    ranges: Vec<(usize, usize)>,
+    /// Threads to run them on (1: the calling thread alone).
+    workers: usize,
+}
+
+impl Slices {
+    /// One slice per thread when a step's product (`rows` × `h` units × `k`) is big enough
+    /// to share, else one slice on the calling thread.
+    fn new(h: usize, rows: usize, k: usize, gates: usize) -> Self {
+        let threads = rayon::current_num_threads();
+        let parallel = rows * gates * h * k >= RNN_STEP_PARALLEL_ABOVE && threads > 1;
+        let parts = if parallel { threads.min(h) } else { 1 };
+        Slices {
+            ranges: (0..parts)
+                .map(|p| (p * h / parts, (p + 1) * h / parts))
+                .collect(),
+            workers: parts,
+        }
     }
 }
 
@@ -149,6 +217,12 @@ impl RnnDims {
         (b, b + self.gate_width())
     }
 
+    /// Whether the steps run on several threads (see `Slices`), so the call is worth one
+    /// hand-over into the pool.
+    fn threaded(&self) -> bool {
+        Slices::new(self.hidden, self.batch, self.hidden, self.mode.gates()).workers > 1
+    }
+
     /// Length of the flat parameter vector.
     pub fn param_len(&self) -> usize {
         self.weight_len() + self.layers * self.dirs * 2 * self.gate_width()
@@ -239,6 +313,7 @@ pub struct CellClip {
 }
 
 impl CellClip {
+    #[inline(always)]
     fn apply<T: Float>(&self, c: T) -> T {
         let lo = T::from(self.lo).unwrap_or(c);
         let hi = T::from(self.hi).unwrap_or(c);
@@ -258,14 +333,10 @@ impl CellClip {
     }
 
     /// Whether the gradient passes the clip at `c` (zero where the clip bit).
+    #[inline(always)]
     fn passes<T: Float>(&self, c: T) -> bool {
         T::from(self.lo).is_some_and(|lo| c >= lo) && T::from(self.hi).is_some_and(|hi| c <= hi)
     }
-}
-
-/// The clip of an optional [`CellClip`] (identity without one).
-fn clip<T: Float>(clip: Option<&CellClip>, c: T) -> T {
-    clip.map_or(c, |k| k.apply(c))
 }
 
 /// One call's configuration.

@@ -325,3 +325,92 @@ fn bad_lengths_are_errors() {
     c.lens = vec![1];
     assert!(rnn_forward(&c.cfg, &c.inputs(), None, false).is_err());
 }
+
+/// Float32 (the AVX-512 product and gate math, hidden units cut among two threads) against
+/// float64 (the plain loops, one thread) at sizes that take the threaded path, with ragged
+/// lengths and both directions; float32 on one thread and on two gives the same bits.
+#[test]
+fn float32_threads_match_float64() {
+    let pool = |t: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build()
+            .unwrap()
+    };
+    for (mode, ragged) in MODES.into_iter().flat_map(|m| [(m, false), (m, true)]) {
+        let d = RnnDims {
+            hidden: 128,
+            ..dims(mode, 2, 2, 5, 24, 9)
+        };
+        let mut c = Case::new(d, 100);
+        c.params.iter_mut().for_each(|v| *v *= 0.2);
+        if ragged {
+            c.lens = (0..d.batch).map(|s| 1 + s % d.seq).collect();
+        }
+        let o = c.forward();
+        let dy = values(o.y.len(), 101);
+        let dhy = values(o.hy.len(), 102);
+        let lstm = mode == RnnMode::Lstm;
+        let g = rnn_backward(
+            &c.cfg,
+            &c.inputs(),
+            &o.y,
+            &o.reserve,
+            false,
+            &dy,
+            Some(&dhy),
+            lstm.then_some(&dhy[..]),
+            true,
+        )
+        .unwrap();
+        let f = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let (x, params, h0, c0, dy32, dhy32) =
+            (f(&c.x), f(&c.params), f(&c.h0), f(&c.c0), f(&dy), f(&dhy));
+        let run32 = || {
+            let inp = RnnInputs {
+                x: &x,
+                params: &params,
+                h0: &h0,
+                c0: lstm.then_some(&c0[..]),
+                lens: &c.lens,
+            };
+            let o = rnn_forward(&c.cfg, &inp, None, true).unwrap();
+            let g = rnn_backward(
+                &c.cfg,
+                &inp,
+                &o.y,
+                &o.reserve,
+                false,
+                &dy32,
+                Some(&dhy32),
+                lstm.then_some(&dhy32[..]),
+                true,
+            )
+            .unwrap();
+            (o, g)
+        };
+        let (o1, g1) = pool(1).install(run32);
+        let (o2, g2) = pool(2).install(run32);
+        assert_eq!(
+            (&o1, &g1),
+            (&o2, &g2),
+            "{mode:?} {ragged}: one thread against two"
+        );
+        let near = |what: &str, a: &[f32], b: &[f64]| {
+            assert_eq!(a.len(), b.len(), "{mode:?} {ragged} {what}");
+            for (j, (&x, &y)) in a.iter().zip(b).enumerate() {
+                assert!(
+                    (f64::from(x) - y).abs() <= 2e-4 * (1.0 + y.abs()),
+                    "{mode:?} {ragged} {what}[{j}]: float32 {x}, float64 {y}"
+                );
+            }
+        };
+        near("y", &o2.y, &o.y);
+        near("hy", &o2.hy, &o.hy);
+        near("cy", &o2.cy, &o.cy);
+        near("dx", &g2.dx, &g.dx);
+        near("dparams", &g2.dparams, &g.dparams);
+        near("dh0", &g2.dh0, &g.dh0);
+        near("dc0", &g2.dc0, &g.dc0);
+    }
+}
