@@ -485,7 +485,7 @@ fn same_size(partial: &[usize], out: &[usize]) -> Option<Vec<usize>> {
     }
     let rest: usize = partial.iter().filter(|&&d| d != 0).product();
     let size: usize = out.iter().product();
-    if size == 0 || size % rest != 0 {
+    if size == 0 || !size.is_multiple_of(rest) {
         return None;
     }
     let mut g = partial.to_vec();

@@ -124,7 +124,8 @@ impl Operator for Concat {
         }
         let ax = norm_axis(self.op, node, "dim", self.dim, out.len())?;
         let known: usize = inputs.iter().flatten().filter_map(|s| s.get(ax)).sum();
-        if unknown.len() > 2 || known > out[ax] || (out[ax] - known) % unknown.len() != 0 {
+        if unknown.len() > 2 || known > out[ax] || !(out[ax] - known).is_multiple_of(unknown.len())
+        {
             return Err(Error::invalid(
                 format!("{} node \"{node}\": inputs {unknown:?}", self.op),
                 format!(
