@@ -189,6 +189,21 @@ pub(crate) fn softmax_ce_grad(
     let block = n * inner;
     par::for_each_row_mut(&mut dx, block, |o, db| {
         let ob = &out[o * block..(o + 1) * block];
+        if inner == 1 {
+            // One label per row (classifiers, language models over the vocabulary): a
+            // vectorisable pass against `off`, then the label's class alone.
+            let k = label.get(o).map_or(-1, |&l| l as i64);
+            if ignore == Some(k) {
+                return; // already 0
+            }
+            db.iter_mut()
+                .zip(ob)
+                .for_each(|(d, &p)| *d = (p - off) * scale);
+            if let Some(c) = usize::try_from(k).ok().filter(|&c| c < n) {
+                db[c] = (ob[c] - on) * scale;
+            }
+            return;
+        }
         for j in 0..inner {
             let k = label.get(o * inner + j).map_or(-1, |&l| l as i64);
             if ignore == Some(k) {
@@ -208,6 +223,35 @@ pub(crate) fn softmax_ce_grad(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one-label-per-row path against the definition: smoothing, an ignored row, a label
+    /// out of range (subtracts nothing) and a negative one.
+    #[test]
+    fn ce_grad_rows_match_the_definition() {
+        let (rows, n) = (5, 7);
+        let out: Vec<f32> = (0..rows * n).map(|i| (i * 13 % 17) as f32 / 17.0).collect();
+        let label = [3.0f32, 0.0, 9.0, -1.0, 6.0];
+        for alpha in [0.0f32, 0.1] {
+            let got = softmax_ce_grad(&out, &label, (rows, n, 1), 0.5, alpha, Some(0));
+            let (on, off) = if alpha > 0.0 {
+                (1.0 - alpha, alpha / (n - 1) as f32)
+            } else {
+                (1.0, 0.0)
+            };
+            for r in 0..rows {
+                for c in 0..n {
+                    let k = label[r] as i64;
+                    let want = if k == 0 {
+                        0.0
+                    } else {
+                        let t = if c as i64 == k { on } else { off };
+                        (out[r * n + c] - t) * 0.5
+                    };
+                    assert_eq!(got[r * n + c], want, "row {r} class {c} alpha {alpha}");
+                }
+            }
+        }
+    }
 
     fn reference(x: &[f64], t: f64) -> Vec<f64> {
         let m = x.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
