@@ -141,10 +141,9 @@ fn fused_activations_match_the_unfused_run() {
     assert_eq!(run(false), run(true));
 }
 
-/// Runs `net` (input "data" of `shape`) bound with `req`, with every argument set to a fixed
-/// pattern: the output's bits (and, with gradients, the data gradient's and the aux states'
-/// after backward) and how many steps ran fused. A monitor turns fusion off.
-fn fused_run(net: &Symbol, shape: &[usize], req: GradReq, monitor: bool) -> (Vec<u64>, usize) {
+/// `net` (input "data" of `shape`) bound with `req`, every argument set to a fixed pattern; a
+/// monitor (which turns fusion off) when `monitor`.
+fn filled_executor(net: &Symbol, shape: &[usize], req: GradReq, monitor: bool) -> Executor {
     let shapes = HashMap::from([("data".to_string(), shape.to_vec())]);
     let mut e = Executor::simple_bind(
         net,
@@ -166,6 +165,13 @@ fn fused_run(net: &Symbol, shape: &[usize], req: GradReq, monitor: bool) -> (Vec
     if monitor {
         e.set_monitor(Some(Box::new(|_: &str, _: &NDArray| {})));
     }
+    e
+}
+
+/// Runs [`filled_executor`]: the output's bits (and, with gradients, the data gradient's and
+/// the aux states' after backward) and how many steps ran fused.
+fn fused_run(net: &Symbol, shape: &[usize], req: GradReq, monitor: bool) -> (Vec<u64>, usize) {
+    let mut e = filled_executor(net, shape, req, monitor);
     e.forward(req != GradReq::Null).unwrap();
     let bits = |a: &NDArray| {
         a.to_f64_vec()
@@ -267,25 +273,8 @@ fn batchnorm_folds_into_the_convolution_at_inference() {
             &[("a_min", "0"), ("a_max", "0.2")],
             bn.clone(),
         )]);
-        let shapes = HashMap::from([("data".to_string(), vec![2, 3, 6, 6])]);
         let run = |monitor: bool, req: GradReq| {
-            let mut e = Executor::simple_bind(
-                &net,
-                Context::cpu(0),
-                &shapes,
-                &HashMap::new(),
-                &HashMap::new(),
-                req,
-            )
-            .unwrap();
-            for (k, name) in e.arg_names.clone().iter().enumerate() {
-                let n = e.arg_arrays[k].size();
-                let v: Vec<f32> = (0..n)
-                    .map(|i| ((i * 29 + k * 13) % 31) as f32 / 31.0 - 0.35)
-                    .collect();
-                e.set_arg(name, NDArray::from_vec(e.arg_arrays[k].shape(), v).unwrap())
-                    .unwrap();
-            }
+            let mut e = filled_executor(&net, &[2, 3, 6, 6], req, monitor);
             for name in e.aux_names.clone() {
                 // Moving means around 0, variances in (0.5, 1.5).
                 let v: Vec<f32> = (0..4)
@@ -299,9 +288,6 @@ fn batchnorm_folds_into_the_convolution_at_inference() {
                     .collect();
                 e.set_aux(&name, NDArray::from_vec(&[4], v).unwrap())
                     .unwrap();
-            }
-            if monitor {
-                e.set_monitor(Some(Box::new(|_: &str, _: &NDArray| {})));
             }
             e.forward(false).unwrap();
             (e.outputs()[0].to_f64_vec(), e.fused_last, e.values.clone())
