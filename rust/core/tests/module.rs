@@ -8,14 +8,12 @@ use mxfn_core::metric::EvalMetric;
 use mxfn_core::module::{
     split_input_slice, BindOptions, InitOptions, Module, ModuleOptions, OptimizerInit,
 };
-use mxfn_core::optimizer::{create, Hyper, OptimizerOptions};
-use mxfn_core::symbol::Symbol;
 use mxfn_core::{Context, Error, NDArray};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 mod common;
-use common::{assert_close, read_npz};
+use common::{argmax_arrays, assert_close, mlp, read_npz, sgd_momentum};
 
 fn ckpt_dir() -> PathBuf {
     if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
@@ -24,71 +22,9 @@ fn ckpt_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/conformance/checkpoints")
 }
 
-fn mlp() -> Symbol {
-    let x = Symbol::variable("data");
-    let fc1 = Symbol::create(
-        "FullyConnected",
-        Some("fc1"),
-        &[("num_hidden", "16")],
-        vec![(None, x)],
-    )
-    .unwrap();
-    let a = Symbol::create(
-        "Activation",
-        Some("relu1"),
-        &[("act_type", "relu")],
-        vec![(None, fc1)],
-    )
-    .unwrap();
-    let fc2 = Symbol::create(
-        "FullyConnected",
-        Some("fc2"),
-        &[("num_hidden", "3")],
-        vec![(None, a)],
-    )
-    .unwrap();
-    Symbol::create("SoftmaxOutput", Some("softmax"), &[], vec![(None, fc2)]).unwrap()
-}
-
-/// A separable 3-class problem: class = argmax of the first three features.
-fn problem(n: usize) -> (NDArray, NDArray) {
-    let mut x = Vec::with_capacity(n * 5);
-    let mut y = Vec::with_capacity(n);
-    let mut s = 12345u64;
-    for _ in 0..n {
-        let mut row = [0f32; 5];
-        for v in &mut row {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            *v = ((s >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0;
-        }
-        let c = (0..3).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
-        x.extend_from_slice(&row);
-        y.push(c as f32);
-    }
-    (
-        NDArray::from_vec(&[n, 5], x).unwrap(),
-        NDArray::from_vec(&[n], y).unwrap(),
-    )
-}
-
-fn sgd(lr: f64) -> Arc<Mutex<mxfn_core::optimizer::Optimizer>> {
-    let o = create(
-        "sgd",
-        OptimizerOptions::default(),
-        [
-            ("learning_rate", Hyper::Num(lr)),
-            ("momentum", Hyper::Num(0.9)),
-        ],
-    )
-    .unwrap();
-    Arc::new(Mutex::new(o))
-}
-
 fn bound(contexts: Vec<Context>, batch: usize) -> Module {
     let mut m = Module::new(
-        mlp(),
+        mlp(16),
         ModuleOptions {
             contexts,
             ..Default::default()
@@ -135,15 +71,18 @@ fn ce_loss(p: &NDArray, y: &NDArray) -> f64 {
 
 #[test]
 fn training_reduces_loss() {
-    let (x, y) = problem(64);
+    let (x, y) = argmax_arrays(64, 12345);
     let mut m = bound(vec![Context::cpu(0)], 64);
     m.init_params(InitOptions {
         initializer: Some(Initializer::xavier_default()),
         ..Default::default()
     })
     .unwrap();
-    m.init_optimizer(sgd(0.5), OptimizerInit::default())
-        .unwrap();
+    m.init_optimizer(
+        Arc::new(Mutex::new(sgd_momentum(0.5))),
+        OptimizerInit::default(),
+    )
+    .unwrap();
     let batch = DataBatch {
         data: vec![x],
         label: vec![y.clone()],
@@ -185,7 +124,7 @@ fn split_slices_follow_mxnet() {
 
 #[test]
 fn two_contexts_match_one() {
-    let (x, y) = problem(12);
+    let (x, y) = argmax_arrays(12, 12345);
     let batch = DataBatch {
         data: vec![x],
         label: vec![y],
@@ -196,7 +135,7 @@ fn two_contexts_match_one() {
         bound(vec![Context::cpu(0), Context::cpu(1)], 12),
     ];
     let mut m3 = Module::new(
-        mlp(),
+        mlp(16),
         ModuleOptions {
             contexts: vec![Context::cpu(0), Context::cpu(1)],
             workload_list: Some(vec![2.0, 1.0]),
@@ -219,8 +158,11 @@ fn two_contexts_match_one() {
             ..Default::default()
         })
         .unwrap();
-        m.init_optimizer(sgd(0.1), OptimizerInit::default())
-            .unwrap();
+        m.init_optimizer(
+            Arc::new(Mutex::new(sgd_momentum(0.1))),
+            OptimizerInit::default(),
+        )
+        .unwrap();
         for _ in 0..3 {
             m.forward_backward(&batch).unwrap();
             m.update().unwrap();
@@ -247,7 +189,7 @@ fn two_contexts_match_one() {
 
 #[test]
 fn checkpoint_round_trip_and_reshape() {
-    let (x, y) = problem(8);
+    let (x, y) = argmax_arrays(8, 12345);
     let mut m = bound(vec![Context::cpu(0)], 8);
     m.init_params(InitOptions::default()).unwrap();
     let batch = DataBatch {
@@ -349,13 +291,13 @@ fn mxnet_checkpoints_predict_their_outputs() {
 
 #[test]
 fn misuse_errors() {
-    let (x, y) = problem(4);
+    let (x, y) = argmax_arrays(4, 12345);
     let batch = DataBatch {
         data: vec![x],
         label: vec![y],
         ..Default::default()
     };
-    let mut m = Module::new(mlp(), ModuleOptions::default()).unwrap();
+    let mut m = Module::new(mlp(16), ModuleOptions::default()).unwrap();
     let e = m.forward(&batch, None).unwrap_err();
     assert!(matches!(e, Error::Lifecycle { .. }));
     assert!(e.to_string().contains("bind"), "{e}");
@@ -430,7 +372,7 @@ fn misuse_errors() {
     .unwrap();
     assert_eq!(m.data_shapes().unwrap()[0].shape, vec![4, 5]);
     let m2 = Module::new(
-        mlp(),
+        mlp(16),
         ModuleOptions {
             label_names: vec!["softmax_label".into(), "nolabel".into()],
             ..Default::default()
@@ -442,9 +384,9 @@ fn misuse_errors() {
 
 #[test]
 fn fixed_params_are_not_updated() {
-    let (x, y) = problem(8);
+    let (x, y) = argmax_arrays(8, 12345);
     let mut m = Module::new(
-        mlp(),
+        mlp(16),
         ModuleOptions {
             fixed_param_names: vec!["fc1_weight".into()],
             ..Default::default()
@@ -458,8 +400,11 @@ fn fixed_params_are_not_updated() {
     })
     .unwrap();
     m.init_params(InitOptions::default()).unwrap();
-    m.init_optimizer(sgd(0.5), OptimizerInit::default())
-        .unwrap();
+    m.init_optimizer(
+        Arc::new(Mutex::new(sgd_momentum(0.5))),
+        OptimizerInit::default(),
+    )
+    .unwrap();
     let (before, _) = m.get_params().unwrap();
     m.forward_backward(&DataBatch {
         data: vec![x],

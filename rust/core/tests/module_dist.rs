@@ -8,71 +8,13 @@ use mxfn_core::io::{DataBatch, DataDesc};
 use mxfn_core::module::{
     BindOptions, Collective, InitOptions, Module, ModuleOptions, OptimizerInit, ThreadGroup,
 };
-use mxfn_core::optimizer::{create, Hyper, Optimizer, OptimizerOptions};
-use mxfn_core::symbol::Symbol;
+use mxfn_core::optimizer::{create, Hyper, OptimizerOptions};
 use mxfn_core::NDArray;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-fn mlp(hidden: usize) -> Symbol {
-    let x = Symbol::variable("data");
-    let h = hidden.to_string();
-    let fc1 = Symbol::create(
-        "FullyConnected",
-        Some("fc1"),
-        &[("num_hidden", h.as_str())],
-        vec![(None, x)],
-    )
-    .unwrap();
-    let a = Symbol::create(
-        "Activation",
-        Some("relu1"),
-        &[("act_type", "relu")],
-        vec![(None, fc1)],
-    )
-    .unwrap();
-    let fc2 = Symbol::create(
-        "FullyConnected",
-        Some("fc2"),
-        &[("num_hidden", "3")],
-        vec![(None, a)],
-    )
-    .unwrap();
-    Symbol::create("SoftmaxOutput", Some("softmax"), &[], vec![(None, fc2)]).unwrap()
-}
-
-/// `n` samples of 5 features, class = argmax of the first three.
-fn problem(n: usize) -> (Vec<f32>, Vec<f32>) {
-    let (mut x, mut y) = (Vec::new(), Vec::new());
-    let mut s = 99u64;
-    for _ in 0..n {
-        let mut row = [0f32; 5];
-        for v in &mut row {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            *v = ((s >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0;
-        }
-        let c = (0..3).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
-        x.extend_from_slice(&row);
-        y.push(c as f32);
-    }
-    (x, y)
-}
-
-fn sgd() -> Arc<Mutex<Optimizer>> {
-    let o = create(
-        "sgd",
-        OptimizerOptions::default(),
-        [
-            ("learning_rate", Hyper::Num(0.5)),
-            ("momentum", Hyper::Num(0.9)),
-        ],
-    )
-    .unwrap();
-    Arc::new(Mutex::new(o))
-}
+mod common;
+use common::{argmax_problem, mlp, sgd_momentum};
 
 fn module(hidden: usize, batch: usize, c: Option<Arc<dyn Collective>>, seed: f32) -> Module {
     let mut m = Module::new(mlp(hidden), ModuleOptions::default()).unwrap();
@@ -94,7 +36,7 @@ fn module(hidden: usize, batch: usize, c: Option<Arc<dyn Collective>>, seed: f32
 
 /// Steps of batch `batch` over the `part` of `parts` of every global batch.
 fn train(m: &mut Module, steps: usize, global: usize, part: usize, parts: usize) {
-    let (x, y) = problem(steps * global);
+    let (x, y) = argmax_problem(steps * global, 99);
     let local = global / parts;
     for s in 0..steps {
         let b = s * global + part * local;
@@ -133,7 +75,11 @@ fn two_workers_match_each_other_bitwise_and_one_module_on_the_global_batch() {
                         let c: Arc<dyn Collective> = Arc::new(w);
                         let mut m = module(8, global / 2, Some(c), rank as f32);
                         m.set_bucket_bytes(64); // several buckets, some packed
-                        m.init_optimizer(sgd(), OptimizerInit::default()).unwrap();
+                        m.init_optimizer(
+                            Arc::new(Mutex::new(sgd_momentum(0.5))),
+                            OptimizerInit::default(),
+                        )
+                        .unwrap();
                         let start = params(&m);
                         train(&mut m, steps, global, rank, 2);
                         assert_eq!(m.comm_stats().steps, steps);
@@ -173,7 +119,11 @@ fn two_workers_match_each_other_bitwise_and_one_module_on_the_global_batch() {
         ..Default::default()
     })
     .unwrap();
-    one.init_optimizer(sgd(), OptimizerInit::default()).unwrap();
+    one.init_optimizer(
+        Arc::new(Mutex::new(sgd_momentum(0.5))),
+        OptimizerInit::default(),
+    )
+    .unwrap();
     train(&mut one, steps, global, 0, 1);
     let single = params(&one);
     for (name, want) in &single {
@@ -206,9 +156,12 @@ fn mismatched_parameter_shapes_fail_on_every_worker_naming_the_parameter() {
                     .unwrap();
                     m.init_params(InitOptions::default()).unwrap();
                     m.set_collective(Some(c));
-                    m.init_optimizer(sgd(), OptimizerInit::default())
-                        .unwrap_err()
-                        .to_string()
+                    m.init_optimizer(
+                        Arc::new(Mutex::new(sgd_momentum(0.5))),
+                        OptimizerInit::default(),
+                    )
+                    .unwrap_err()
+                    .to_string()
                 })
             })
             .collect();
@@ -228,7 +181,7 @@ fn module_fit_on_two_workers_reports_pooled_metrics_and_ends_identical() {
     use mxfn_core::metric::EvalMetric;
     use mxfn_core::module::FitOptions;
     let (n, local) = (64usize, 8usize);
-    let (x, y) = problem(n);
+    let (x, y) = argmax_problem(n, 99);
     let part = |rank: usize, parts: usize| {
         let (b, e) = (rank * n / parts, (rank + 1) * n / parts);
         let it = |batch| {

@@ -5,59 +5,11 @@ use mxfn_core::initializer::Initializer;
 use mxfn_core::io::{DataIter, NDArrayIter, NDArrayIterOptions};
 use mxfn_core::metric::EvalMetric;
 use mxfn_core::module::{BatchEndParam, FitOptions, InitOptions, Module, ModuleOptions};
-use mxfn_core::optimizer::{create, Hyper, OptimizerOptions};
 use mxfn_core::symbol::Symbol;
 use mxfn_core::{Context, Error, NDArray};
 use std::sync::{Arc, Mutex};
-
-fn mlp() -> Symbol {
-    let x = Symbol::variable("data");
-    let fc1 = Symbol::create(
-        "FullyConnected",
-        Some("fc1"),
-        &[("num_hidden", "16")],
-        vec![(None, x)],
-    )
-    .unwrap();
-    let a = Symbol::create(
-        "Activation",
-        Some("relu1"),
-        &[("act_type", "relu")],
-        vec![(None, fc1)],
-    )
-    .unwrap();
-    let fc2 = Symbol::create(
-        "FullyConnected",
-        Some("fc2"),
-        &[("num_hidden", "3")],
-        vec![(None, a)],
-    )
-    .unwrap();
-    Symbol::create("SoftmaxOutput", Some("softmax"), &[], vec![(None, fc2)]).unwrap()
-}
-
-/// A separable 3-class problem: class = argmax of the first three of 5 features.
-fn problem(n: usize, seed: u64) -> (NDArray, NDArray) {
-    let mut x = Vec::with_capacity(n * 5);
-    let mut y = Vec::with_capacity(n);
-    let mut s = seed;
-    for _ in 0..n {
-        let mut row = [0f32; 5];
-        for v in &mut row {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            *v = ((s >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0;
-        }
-        let c = (0..3).max_by(|&a, &b| row[a].total_cmp(&row[b])).unwrap();
-        x.extend_from_slice(&row);
-        y.push(c as f32);
-    }
-    (
-        NDArray::from_vec(&[n, 5], x).unwrap(),
-        NDArray::from_vec(&[n], y).unwrap(),
-    )
-}
+mod common;
+use common::{argmax_arrays, mlp, sgd_momentum};
 
 fn iter(x: &NDArray, y: &NDArray, batch_size: usize, shuffle: bool) -> NDArrayIter {
     NDArrayIter::new(
@@ -73,21 +25,9 @@ fn iter(x: &NDArray, y: &NDArray, batch_size: usize, shuffle: bool) -> NDArrayIt
     .unwrap()
 }
 
-fn sgd(lr: f64) -> mxfn_core::optimizer::Optimizer {
-    create(
-        "sgd",
-        OptimizerOptions::default(),
-        [
-            ("learning_rate", Hyper::Num(lr)),
-            ("momentum", Hyper::Num(0.9)),
-        ],
-    )
-    .unwrap()
-}
-
 fn module(contexts: Vec<Context>) -> Module {
     Module::new(
-        mlp(),
+        mlp(16),
         ModuleOptions {
             contexts,
             ..Default::default()
@@ -99,7 +39,7 @@ fn module(contexts: Vec<Context>) -> Module {
 fn fit_opts(num_epoch: usize) -> FitOptions {
     FitOptions {
         num_epoch,
-        optimizer: Some(sgd(0.2)),
+        optimizer: Some(sgd_momentum(0.2)),
         initializer: Some(Initializer::xavier_default()),
         ..Default::default()
     }
@@ -116,8 +56,8 @@ fn argmax_rows(p: &NDArray) -> Vec<usize> {
 #[test]
 fn fit_learns_and_records_every_epoch() {
     mxfn_core::tensor::random::seed(1);
-    let (x, y) = problem(300, 1);
-    let (vx, vy) = problem(90, 2);
+    let (x, y) = argmax_arrays(300, 1);
+    let (vx, vy) = argmax_arrays(90, 2);
     let mut train = iter(&x, &y, 30, true);
     let mut val = iter(&vx, &vy, 30, false);
     let mut m = module(vec![Context::cpu(0)]);
@@ -188,8 +128,8 @@ fn fit_learns_and_records_every_epoch() {
 /// final for the epoch), then the validation batches and the eval-end callback.
 #[test]
 fn callbacks_run_in_mxnets_order() {
-    let (x, y) = problem(60, 1);
-    let (vx, vy) = problem(40, 2);
+    let (x, y) = argmax_arrays(60, 1);
+    let (vx, vy) = argmax_arrays(40, 2);
     let mut train = iter(&x, &y, 30, false);
     let mut val = iter(&vx, &vy, 20, false);
     let mut m = module(vec![Context::cpu(0)]);
@@ -245,7 +185,7 @@ fn callbacks_run_in_mxnets_order() {
 
 #[test]
 fn begin_epoch_and_empty_range() {
-    let (x, y) = problem(40, 3);
+    let (x, y) = argmax_arrays(40, 3);
     let mut train = iter(&x, &y, 10, false);
     let mut m = module(vec![Context::cpu(0)]);
     let r = m
@@ -270,7 +210,7 @@ fn begin_epoch_and_empty_range() {
 #[test]
 fn fit_continues_from_the_current_params() {
     // A second fit on a fitted module keeps training (no re-initialisation).
-    let (x, y) = problem(120, 4);
+    let (x, y) = argmax_arrays(120, 4);
     let mut train = iter(&x, &y, 20, false);
     let mut m = module(vec![Context::cpu(0)]);
     m.fit(&mut train, None, fit_opts(3)).unwrap();
@@ -297,7 +237,7 @@ fn fit_continues_from_the_current_params() {
 fn two_contexts_match_one() {
     // Same data, same initial params, same optimizer: the update is the same whether the
     // batch runs on one device or is split over two (gradients are summed).
-    let (x, y) = problem(64, 5);
+    let (x, y) = argmax_arrays(64, 5);
     let mut one = module(vec![Context::cpu(0)]);
     let mut two = module(vec![Context::cpu(0), Context::cpu(1)]);
     let mut params = None;
@@ -343,7 +283,7 @@ fn two_contexts_match_one() {
 #[test]
 fn padding_is_removed_from_predict_and_score() {
     // 25 samples in batches of 10: the last batch has 5 padding samples.
-    let (x, y) = problem(25, 6);
+    let (x, y) = argmax_arrays(25, 6);
     let mut it = iter(&x, &y, 10, false);
     let mut m = module(vec![Context::cpu(0)]);
     m.fit(&mut it, None, fit_opts(2)).unwrap();
@@ -378,7 +318,7 @@ fn padding_is_removed_from_predict_and_score() {
 /// batch and `num_batch` limits alike, and on a one-thread pool (no pairs).
 #[test]
 fn paired_prediction_matches_batch_by_batch_forward() {
-    let (x, y) = problem(47, 8);
+    let (x, y) = argmax_arrays(47, 8);
     let mut it = iter(&x, &y, 10, false);
     let mut m = module(vec![Context::cpu(0)]);
     m.fit(&mut it, None, fit_opts(1)).unwrap();
@@ -425,7 +365,7 @@ fn paired_prediction_matches_batch_by_batch_forward() {
 
 #[test]
 fn score_and_predict_before_init_fail_clearly() {
-    let (x, y) = problem(10, 7);
+    let (x, y) = argmax_arrays(10, 7);
     let mut it = iter(&x, &y, 5, false);
     let mut m = module(vec![Context::cpu(0)]);
     let e = m
@@ -439,7 +379,7 @@ fn score_and_predict_before_init_fail_clearly() {
 
 #[test]
 fn validation_metric_and_mse() {
-    let (x, y) = problem(40, 8);
+    let (x, y) = argmax_arrays(40, 8);
     let mut train = iter(&x, &y, 10, false);
     let mut val = iter(&x, &y, 10, false);
     let mut m = module(vec![Context::cpu(0)]);
