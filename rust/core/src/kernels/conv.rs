@@ -623,11 +623,13 @@ pub fn conv_backward_weight(
     );
     let blocks = blocks(g);
     let par = blocks_in_parallel(g, &blocks);
-    // Lane i sums blocks i, i + LANES, … into its own (dwᵀ per group, per-filter sums of dy).
+    // Lane i sums blocks i, i + LANES, … into `(dw, db)` of its own; one lane writes the
+    // caller's arrays directly. Each block's product is `dw += dy · colsᵀ` in dw's own layout:
+    // the transposed form (dwᵀ = cols · dyᵀ, with the many column rows as m) ran the GEMM
+    // itself a little faster but needed a strided transpose of the whole gradient, which
+    // dominated for deep layers with few positions (512 filters × 4608 column rows).
     let lanes = blocks.len().min(WEIGHT_LANES);
-    let lane = |i: usize, inner_par: bool| -> Result<Vec<f32>> {
-        let mut out = vec![0.0f32; g.weight_len() + f];
-        let (dw_t, sums) = out.split_at_mut(g.weight_len());
+    let lane = |i: usize, dw: &mut [f32], sums: &mut [f32], inner_par: bool| -> Result<()> {
         for (k, r) in blocks.iter().skip(i).step_by(lanes).enumerate() {
             let nb = r.len();
             let mut cols = Scratch::take(nb * l * g.col_rows());
@@ -640,17 +642,14 @@ pub fn conv_backward_weight(
             );
             let dy_f = filter_major(g, nb, &dy[r.start * f * l..r.end * f * l]);
             for grp in 0..g.groups {
-                // dwᵀ = cols · dyᵀ: the long summation over positions runs with the many
-                // column rows as the GEMM's m (about 25% faster than dy · colsᵀ, m = filters).
                 gemm(
-                    group_cols(g, &cols, nb * l, grp),
                     MatRef::row_major(
                         &dy_f[grp * fg * nb * l..(grp + 1) * fg * nb * l],
                         fg,
                         nb * l,
-                    )
-                    .t(),
-                    &mut dw_t[grp * fg * ckg..(grp + 1) * fg * ckg],
+                    ),
+                    group_cols(g, &cols, nb * l, grp).t(),
+                    &mut dw[grp * fg * ckg..(grp + 1) * fg * ckg],
                     k > 0,
                 )?;
             }
@@ -660,36 +659,37 @@ pub fn conv_backward_weight(
                 }
             }
         }
-        Ok(out)
+        Ok(())
     };
-    let partials: Vec<Vec<f32>> = if par {
-        (0..lanes)
-            .into_par_iter()
-            .map(|i| lane(i, false))
-            .collect::<Result<_>>()?
+    let mut sums = vec![0.0f32; f];
+    if lanes == 1 {
+        lane(0, dw, &mut sums, g.parallel())?;
     } else {
-        (0..lanes)
-            .map(|i| lane(i, g.parallel()))
-            .collect::<Result<_>>()?
-    };
-    let mut total = vec![0.0f32; g.weight_len() + f];
-    for p in &partials {
-        total.iter_mut().zip(p).for_each(|(t, v)| *t += v);
-    }
-    let (dw_t, sums) = total.split_at(g.weight_len());
-    for grp in 0..g.groups {
-        let (src, dst) = (
-            &dw_t[grp * fg * ckg..(grp + 1) * fg * ckg],
-            &mut dw[grp * fg * ckg..(grp + 1) * fg * ckg],
-        );
-        for (fi, row) in dst.chunks_exact_mut(ckg).enumerate() {
-            for (j, d) in row.iter_mut().enumerate() {
-                *d = src[j * fg + fi];
-            }
+        let run = |i: usize, inner_par: bool| -> Result<Vec<f32>> {
+            let mut out = vec![0.0f32; g.weight_len() + f];
+            let (dw_i, sums_i) = out.split_at_mut(g.weight_len());
+            lane(i, dw_i, sums_i, inner_par)?;
+            Ok(out)
+        };
+        let partials: Vec<Vec<f32>> = if par {
+            (0..lanes)
+                .into_par_iter()
+                .map(|i| run(i, false))
+                .collect::<Result<_>>()?
+        } else {
+            (0..lanes)
+                .map(|i| run(i, g.parallel()))
+                .collect::<Result<_>>()?
+        };
+        dw.fill(0.0);
+        for p in &partials {
+            let (p_dw, p_sums) = p.split_at(g.weight_len());
+            dw.iter_mut().zip(p_dw).for_each(|(t, v)| *t += v);
+            sums.iter_mut().zip(p_sums).for_each(|(t, v)| *t += v);
         }
     }
     if let Some(db) = db {
-        db.copy_from_slice(sums);
+        db.copy_from_slice(&sums);
     }
     Ok(())
 }

@@ -255,7 +255,7 @@ fn backward_matches_naive_transposes() {
 #[test]
 fn blocked_batches_match() {
     let mut g = geoms()[0];
-    (g.batch, g.channels, g.filters) = (23, 3, 4);
+    (g.batch, g.channels, g.filters) = (23, 16, 4);
     (g.input, g.pad) = ([1, 20, 19], [0, 1, 0]);
     g.output = [1, 20, 17];
     assert!(blocks(&g).len() > 2 && blocks_in_parallel(&g, &blocks(&g)));

@@ -37,7 +37,7 @@ pub const GEMM_MIN_BAND: usize = 32;
 /// block's columns are written by im2col and read by its GEMM while still in the core's L2
 /// cache, and blocks run side by side; unfolding a whole batch at once sends the columns
 /// through memory twice.
-pub const CONV_BLOCK_VALUES: usize = 1 << 16;
+pub const CONV_BLOCK_VALUES: usize = 1 << 18;
 
 /// Elements below which an optimizer update stays on the calling thread. An update streams a
 /// few arrays once (memory-bound), so the pool pays only for large parameters.

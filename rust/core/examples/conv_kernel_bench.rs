@@ -1,0 +1,94 @@
+//! Times the convolution kernels alone (no operator or Python around them) on the 3×3 layers
+//! of ResNet-18 v2 in issue #12's training workload (batch 32, 32×32 images: the stages run
+//! at 8×8, 4×4, 2×2 and 1×1). Prints the best of the repeats in ms for the forward pass, the
+//! data gradient and the weight gradient of each layer; meant for profiling (`perf record`).
+//!
+//! ```text
+//! cargo run --release -p mxfn-core --example conv_kernel_bench [-- BATCH [REPEATS]]
+//! ```
+
+use mxfn_core::kernels::conv::{conv_backward_data, conv_backward_weight, conv_forward, ConvGeom};
+use mxfn_core::kernels::par::on_pool;
+use mxfn_core::Result;
+use std::time::Instant;
+
+/// A fixed pseudo-random fill in [-1, 1).
+fn fill(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Best wall time of `reps` calls of `f` after one warm-up call, in ms.
+fn best_ms(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let t = Instant::now();
+        f()?;
+        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(best)
+}
+
+/// A 3×3, pad-1 convolution of `channels` → `filters` over `size`² images at `stride`.
+fn geom(batch: usize, channels: usize, filters: usize, size: usize, stride: usize) -> ConvGeom {
+    let out = (size + 2 - 3) / stride + 1;
+    ConvGeom {
+        batch,
+        channels,
+        filters,
+        groups: 1,
+        input: [1, size, size],
+        output: [1, out, out],
+        kernel: [1, 3, 3],
+        stride: [1, stride, stride],
+        dilate: [1, 1, 1],
+        pad: [0, 1, 1],
+    }
+}
+
+fn main() -> Result<()> {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let batch = args.first().copied().unwrap_or(32);
+    let reps = args.get(1).copied().unwrap_or(5);
+    let layers = [
+        (64, 64, 8, 1),
+        (64, 128, 8, 2),
+        (128, 128, 4, 1),
+        (128, 256, 4, 2),
+        (256, 256, 2, 1),
+        (256, 512, 2, 2),
+        (512, 512, 1, 1),
+    ];
+    println!("layer (c→f, size/stride)      forward  data-grad  weight-grad  (ms)");
+    on_pool(|| {
+        for (c, f, size, stride) in layers {
+            let g = geom(batch, c, f, size, stride);
+            let x = fill(batch * c * g.in_len(), 1);
+            let w = fill(g.weight_len(), 2);
+            let dy = fill(batch * f * g.out_len(), 3);
+            let (mut y, mut dx, mut dw) =
+                (vec![0.0; dy.len()], vec![0.0; x.len()], vec![0.0; w.len()]);
+            let mut db = vec![0.0; f];
+            let fwd = best_ms(reps, || conv_forward(&g, &x, &w, None, &mut y, None))?;
+            let data = best_ms(reps, || conv_backward_data(&g, &dy, &w, &mut dx))?;
+            let weight = best_ms(reps, || {
+                conv_backward_weight(&g, &x, &dy, &mut dw, Some(&mut db))
+            })?;
+            println!(
+                "{c:>4}→{f:<4} {size:>2}²/{stride}             {fwd:8.3} {data:9.3} {weight:11.3}"
+            );
+        }
+        Ok(())
+    })
+}
