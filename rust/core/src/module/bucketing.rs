@@ -231,24 +231,61 @@ impl Module {
             src.held_args = None;
             src.held_aux = None;
         }
-        // Set by position: a given name may sit in a vacated slot (a placeholder).
         for (n, v) in &given {
-            for exe in &mut self.execs {
-                let ctx = exe.context();
-                if let Some(i) = exe.arg_names().iter().position(|x| x == n) {
-                    let dtype = exe.arg_arrays[i].dtype();
-                    exe.arg_arrays[i] = v.astype(dtype).as_in_context(ctx);
-                } else if let Some(i) = exe.aux_names().iter().position(|x| x == n) {
-                    let dtype = exe.aux_arrays[i].dtype();
-                    exe.aux_arrays[i] = v.astype(dtype).as_in_context(ctx);
-                }
-            }
+            self.put_value(n, v);
             self.vacant.remove(n);
         }
         self.held_args = None;
         self.held_aux = None;
         self.params_initialized = true;
         Ok(())
+    }
+
+    /// Replaces the values of parameters and auxiliary states this module holds (not taken by
+    /// another bucket): `set_params` reaching a bucket that is not current. Every name must be
+    /// held here with the given shape; all are checked before any is set.
+    pub fn set_held_params(&mut self, given: BTreeMap<String, NDArray>) -> Result<()> {
+        const CALL: &str = "module.set_params";
+        self.need_bound("set_params")?;
+        for (n, v) in &given {
+            let known = self.param_names.contains(n) || self.aux_names.contains(n);
+            if !known || !self.had_values() || self.vacant.contains_key(n) {
+                return Err(Error::NotFound {
+                    kind: format!("{CALL}: parameter held by this bucket"),
+                    name: n.clone(),
+                });
+            }
+            let want = self.bound_shape(n).unwrap_or_default();
+            if want != v.shape() {
+                return Err(Error::shape(
+                    CALL,
+                    format!("parameter \"{n}\""),
+                    &want,
+                    v.shape(),
+                ));
+            }
+        }
+        for (n, v) in &given {
+            self.put_value(n, v);
+        }
+        self.held_args = None;
+        self.held_aux = None;
+        Ok(())
+    }
+
+    /// Sets `n` on every device, by position: the slot may hold a placeholder (a vacated
+    /// name), which `Executor::set_arg` would reject for its shape.
+    fn put_value(&mut self, n: &str, v: &NDArray) {
+        for exe in &mut self.execs {
+            let ctx = exe.context();
+            if let Some(i) = exe.arg_names().iter().position(|x| x == n) {
+                let dtype = exe.arg_arrays[i].dtype();
+                exe.arg_arrays[i] = v.astype(dtype).as_in_context(ctx);
+            } else if let Some(i) = exe.aux_names().iter().position(|x| x == n) {
+                let dtype = exe.aux_arrays[i].dtype();
+                exe.aux_arrays[i] = v.astype(dtype).as_in_context(ctx);
+            }
+        }
     }
 
     fn had_values(&self) -> bool {
@@ -439,5 +476,39 @@ mod tests {
         assert!(c
             .assemble_params(&mut [(&mut unbound_src, n)], BTreeMap::new())
             .is_err());
+    }
+
+    #[test]
+    fn sets_held_params_only() {
+        let mut a = fc("fc", 3);
+        a.init_params(InitOptions::default()).unwrap();
+        let mut b = fc("fc", 3);
+        b.assemble_params(
+            &mut [(&mut a, vec!["fc_weight".into()])],
+            BTreeMap::from([("fc_bias".to_string(), NDArray::zeros(&[2], DType::Float32))]),
+        )
+        .unwrap();
+        // a holds its bias only: the weight went to b
+        let w = NDArray::ones(&[2, 3], DType::Float32);
+        let e = a
+            .set_held_params(BTreeMap::from([("fc_weight".to_string(), w)]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fc_weight"), "{e}");
+        let e = a
+            .set_held_params(BTreeMap::from([(
+                "fc_bias".to_string(),
+                NDArray::ones(&[3], DType::Float32),
+            )]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fc_bias") && e.contains('3'), "{e}");
+        let bias = NDArray::full(&[2], 7.0, DType::Float32);
+        a.set_held_params(BTreeMap::from([("fc_bias".to_string(), bias)]))
+            .unwrap();
+        let names = vec!["fc_weight".to_string(), "fc_bias".to_string()];
+        let (held, _) = a.held_params(&names).unwrap();
+        assert_eq!(held.keys().collect::<Vec<_>>(), vec!["fc_bias"]);
+        assert_eq!(held["fc_bias"].to_f64_vec(), vec![7.0; 2]);
     }
 }
