@@ -8,7 +8,7 @@ name here matches the built extension.
 """
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypedDict, Union
 
 import numpy as np
@@ -493,6 +493,23 @@ def mod_save_states(h: ModuleHandle, path: _Path) -> None: ...
 def mod_load_states(h: ModuleHandle, path: _Path) -> None: ...
 def mod_set_monitor(h: ModuleHandle, f: Union[_Monitor, None]) -> None: ...
 def mod_share_params(h: ModuleHandle, src: ModuleHandle) -> None: ...
+# BucketingModule: parameter arrays move between the buckets' modules (the holder keeps an
+# empty placeholder); which bucket holds which name is kept by mxfn._bucketing.
+def mod_assemble_params(
+    h: ModuleHandle,
+    adopt: Sequence[tuple[ModuleHandle, Sequence[str]]],
+    given: Mapping[str, NDArrayHandle],
+) -> None: ...
+def mod_set_held_params(h: ModuleHandle, given: Mapping[str, NDArrayHandle]) -> None: ...
+# (params, aux states) as (name, bound shape), the names other buckets took included
+def mod_param_shapes(
+    h: ModuleHandle,
+) -> tuple[list[tuple[str, list[int]]], list[tuple[str, list[int]]]]: ...
+# copies of the named params and aux states the module holds, in its order
+def mod_held_params(
+    h: ModuleHandle, names: Sequence[str]
+) -> tuple[list[tuple[str, NDArrayHandle]], list[tuple[str, NDArrayHandle]]]: ...
+def mod_set_param_indices(h: ModuleHandle, index: Mapping[str, int]) -> None: ...
 
 # ---------------------------------------------------------------------------- data parallelism
 

@@ -413,7 +413,8 @@ impl Module {
             let Some(name) = self.param_names.get(*i) else {
                 continue;
             };
-            apply_one(&mut self.execs, &mut o, &mut states, *i, name, grad)?;
+            let index = self.opt_index.get(*i).copied().unwrap_or(*i);
+            apply_one(&mut self.execs, &mut o, &mut states, index, name, grad)?;
         }
         Ok(())
     }

@@ -109,6 +109,13 @@ pub struct Module {
     fusion: Vec<f32>,
     /// The cost of the gradient sums so far.
     comm: CommStats,
+    /// Parameters and auxiliary states whose arrays another bucket's module took over
+    /// (see [`Module::assemble_params`]), with their bound shapes: their slots hold empty
+    /// placeholders until they are adopted back.
+    vacant: BTreeMap<String, Vec<usize>>,
+    /// The optimizer index of each parameter (by position in `param_names`); empty means
+    /// the position itself. A BucketingModule gives every bucket one index per name.
+    opt_index: Vec<usize>,
 }
 
 /// Makes one monitor callback per executor (installed again after every bind / reshape).
@@ -221,6 +228,8 @@ impl Module {
             bucket_bytes: DEFAULT_BUCKET_BYTES,
             fusion: Vec::new(),
             comm: CommStats::default(),
+            vacant: BTreeMap::new(),
+            opt_index: Vec::new(),
         })
     }
 
@@ -496,8 +505,8 @@ impl Module {
             o.set_idx2name(
                 self.param_names
                     .iter()
-                    .cloned()
                     .enumerate()
+                    .map(|(i, n)| (self.opt_idx(i), n.clone()))
                     .collect::<BTreeMap<usize, String>>(),
             );
         }
@@ -540,7 +549,7 @@ impl Module {
         self.states = other.states.clone();
         self.collective = other.collective.clone();
         self.bucket_bytes = other.bucket_bytes;
-        Ok(())
+        self.register_with_optimizer()
     }
 
     /// Runs forward on every device with its slice of the batch; a batch whose shapes differ
@@ -720,6 +729,7 @@ impl Module {
             if self.fixed.contains(name) {
                 continue;
             }
+            let index = self.opt_idx(i);
             let mut grad: Option<NDArray> = None;
             for exe in &self.execs {
                 if let Some(g) = exe.grad(name)? {
@@ -735,7 +745,7 @@ impl Module {
             };
             // Updated in place on the first device (one device: no copy at all), then shared
             // with the others.
-            collective::apply_one(&mut self.execs, &mut o, &mut states, i, name, &grad)?;
+            collective::apply_one(&mut self.execs, &mut o, &mut states, index, name, &grad)?;
         }
         Ok(())
     }
