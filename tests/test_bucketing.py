@@ -566,3 +566,24 @@ def test_a_bucket_needing_params_that_set_params_did_not_give_is_an_error():
         m.forward(bm, _batch(5, rng))
     assert m.buckets(bm) == [10]
     m.forward(bm, _batch(10, rng), is_train=False)  # the default bucket still works
+
+
+def test_the_bucket_switched_away_from_releases_its_working_memory():
+    """Buckets share working memory: switching releases the pass the bucket left kept for its
+    backward (outputs included), so only the current bucket holds one; the left bucket works
+    again after a forward."""
+    rng = np.random.RandomState(8)
+    bm = _trained_bm(default=10)
+    m.forward_backward(bm, _batch(10, rng))
+    m.update(bm)
+    m.forward_backward(bm, _batch(5, rng))
+    left = m.bucket_module(bm, 10)
+    with pytest.raises(mx.MXFNError, match="forward"):
+        m.outputs(left)
+    with pytest.raises(mx.MXFNError, match="forward"):
+        m.backward(left)
+    assert m.outputs_merged(bm)[0].shape == (BATCH * 5, VOCAB)
+    m.update(bm)
+    m.forward_backward(bm, _batch(10, rng))  # back to the released bucket
+    assert m.outputs_merged(bm)[0].shape == (BATCH * 10, VOCAB)
+    m.update(bm)

@@ -164,7 +164,9 @@ def switch_bucket(mod, bucket_key, data_shapes=None, label_shapes=None) -> Bucke
     module bound for inference switches for inference); it shares the optimizer. The bucket
     adopts its parameters from the buckets holding them (no data copy); names no bucket holds
     are created with ``init_params``' initializer (and get their own optimizer state). A
-    parameter name bound with another shape than in an earlier bucket raises MXFNError."""
+    parameter name bound with another shape than in an earlier bucket raises MXFNError. The
+    bucket left releases its last pass (its outputs and what its backward needed), so buckets
+    share working memory; forward it again before reading its outputs."""
     return _switch(_bm("switch_bucket", mod), bucket_key, data_shapes, label_shapes)
 
 
@@ -192,6 +194,10 @@ def _switch(mod, bucket_key, data_shapes, label_shapes, new=None):
             _orig["borrow_optimizer"](new, mod._default)
     elif bucket_key != mod._cur_key:
         _gather(mod, bucket_key)
+    if bucket_key != mod._cur_key:
+        # Buckets share working memory: the pass the bucket left kept for backward goes back
+        # to the allocator for this one's (MXNet's buckets share one memory pool).
+        _native.mod_release_pass(mod._cur._h)
     mod._cur_key = bucket_key
     return mod
 

@@ -1,7 +1,8 @@
 //! BucketingModule bindings. `mod_share_params` points one module at another's parameter
 //! arrays (no data copy; `shared_module`); the BucketingModule moves arrays between its
 //! buckets' modules instead (`mod_assemble_params`, `mod_set_held_params`, `mod_held_params`,
-//! `mod_param_shapes`, `mod_set_param_indices`). Which bucket holds which name is kept by
+//! `mod_param_shapes`, `mod_set_param_indices`) and releases the working memory of the bucket
+//! it leaves (`mod_release_pass`). Which bucket holds which name is kept by
 //! `mxfn.module`.
 
 use crate::error::{core, mxfn_err};
@@ -93,6 +94,15 @@ fn mod_set_held_params(
     core(py, "module.set_params", || h.lock().set_held_params(given))
 }
 
+/// Releases the working memory of `h`'s last pass (the bucket switched away from).
+#[pyfunction]
+fn mod_release_pass(py: Python<'_>, h: &ModuleHandle) -> PyResult<()> {
+    core(py, "module.switch_bucket", || {
+        h.lock().release_pass();
+        Ok(())
+    })
+}
+
 /// (params, aux states) as (name, bound shape) lists in the module's order, the names other
 /// buckets took included.
 #[pyfunction]
@@ -138,6 +148,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mod_assemble_params, m)?)?;
     m.add_function(wrap_pyfunction!(mod_set_held_params, m)?)?;
     m.add_function(wrap_pyfunction!(mod_param_shapes, m)?)?;
+    m.add_function(wrap_pyfunction!(mod_release_pass, m)?)?;
     m.add_function(wrap_pyfunction!(mod_held_params, m)?)?;
     m.add_function(wrap_pyfunction!(mod_set_param_indices, m)?)?;
     Ok(())

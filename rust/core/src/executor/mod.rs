@@ -404,6 +404,17 @@ impl Executor {
         self.pass_values
     }
 
+    /// Drops what the last forward pass kept for backward and the outputs, so their buffers
+    /// return to the allocator for another executor to use (a BucketingModule releases the
+    /// bucket it switches away from: buckets share working memory, as MXNet's shared
+    /// executors do). A backward or output read afterwards asks for a forward first.
+    pub fn release_pass(&mut self) {
+        self.values = Vec::new();
+        self.outputs = Vec::new();
+        self.last_train = None;
+        self.pass_values = 0;
+    }
+
     /// Whether a monitor is installed.
     pub(crate) fn has_monitor(&self) -> bool {
         self.monitor.is_some()

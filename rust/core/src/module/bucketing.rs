@@ -10,6 +10,7 @@
 
 use super::Module;
 use crate::error::{Error, Result};
+use crate::executor::Executor;
 use crate::NDArray;
 use std::collections::BTreeMap;
 
@@ -79,6 +80,14 @@ impl Module {
     /// The optimizer index of the parameter at position `i` of `param_names`.
     pub(super) fn opt_idx(&self, i: usize) -> usize {
         self.opt_index.get(i).copied().unwrap_or(i)
+    }
+
+    /// Releases every executor's last pass ([`Executor::release_pass`]): the working memory
+    /// of a bucket switched away from goes back for the next bucket to use. Its outputs and
+    /// backward need a forward again.
+    pub fn release_pass(&mut self) {
+        self.execs.iter_mut().for_each(Executor::release_pass);
+        self.forwarded = false;
     }
 
     /// The bound shapes of the parameters and auxiliary states, in `param_names` /
