@@ -183,11 +183,17 @@ pub(super) fn valid_range(
     (lo.min(hi), hi)
 }
 
-/// Walks one row of the column matrix (a channel × kernel tap) output row by output row,
-/// saying which input row feeds each one: the shared loop of `im2col` and `col2im`, so the
-/// two stay exact transposes.
-struct Taps<'g> {
-    g: &'g ConvGeom,
+/// Which input row feeds each output row of each kernel tap: the shared table of `im2col`
+/// and `col2im`, so the two stay exact transposes. It is made once per call: it depends
+/// neither on the sample nor on the channel (a channel only moves the image offset by its
+/// plane), so the per-row bookkeeping is not repeated for every channel and sample.
+struct TapTable {
+    /// `kernel_len` runs of `od · oh` rows, tap by tap.
+    rows: Vec<TapRow>,
+    /// Output rows per tap (`od · oh`).
+    per_tap: usize,
+    kernel_len: usize,
+    in_len: usize,
 }
 
 /// One output row of one kernel tap: where it lives in the tap's row of the column matrix
@@ -195,9 +201,9 @@ struct Taps<'g> {
 struct TapRow {
     /// Offset of this output row within the sample's `out_len` positions.
     pos: usize,
-    /// Offset of the first input value of the row in the sample's image (valid when `src`).
+    /// Offset of the first input value of the row in its channel's plane (valid when `src`).
     img: usize,
-    /// Whether the input row exists (false: padding).
+    /// Whether the input row exists and some output of the row sees it (false: padding).
     src: bool,
     /// Valid output range `[lo, hi)` within the row.
     lo: usize,
@@ -206,42 +212,57 @@ struct TapRow {
     first: usize,
 }
 
-impl Taps<'_> {
-    /// Calls `f` for every output row of column-matrix row `r` (channel `r / kernel_len`,
-    /// tap `r % kernel_len`).
-    fn row(&self, r: usize, mut f: impl FnMut(&TapRow)) {
-        let g = self.g;
+impl TapTable {
+    fn new(g: &ConvGeom) -> TapTable {
         let [id, ih, iw] = g.input;
         let [od, oh, ow] = g.output;
         let [_, kh, kw] = g.kernel;
         let [sd, sh, sw] = g.stride;
         let [dd, dh, dw] = g.dilate;
         let [pd, ph, pw] = g.pad;
-        let (c, tap) = (r / g.kernel_len(), r % g.kernel_len());
-        let (a, b, e) = (tap / (kh * kw), tap / kw % kh, tap % kw);
-        let plane = c * g.in_len();
-        let (lo, hi) = valid_range(ow, sw, e * dw, pw, iw);
-        let first = (lo * sw + e * dw).saturating_sub(pw);
-        for z in 0..od {
-            let iz = (z * sd + a * dd) as isize - pd as isize;
-            for y in 0..oh {
-                let iy = (y * sh + b * dh) as isize - ph as isize;
-                let src = iz >= 0 && (iz as usize) < id && iy >= 0 && (iy as usize) < ih;
-                let img = if src {
-                    plane + ((iz as usize) * ih + iy as usize) * iw
-                } else {
-                    0
-                };
-                f(&TapRow {
-                    pos: (z * oh + y) * ow,
-                    img,
-                    src,
-                    lo,
-                    hi,
-                    first,
-                });
+        let mut rows = Vec::with_capacity(g.kernel_len() * od * oh);
+        for tap in 0..g.kernel_len() {
+            let (a, b, e) = (tap / (kh * kw), tap / kw % kh, tap % kw);
+            let (lo, hi) = valid_range(ow, sw, e * dw, pw, iw);
+            let first = (lo * sw + e * dw).saturating_sub(pw);
+            for z in 0..od {
+                let iz = (z * sd + a * dd) as isize - pd as isize;
+                for y in 0..oh {
+                    let iy = (y * sh + b * dh) as isize - ph as isize;
+                    let src =
+                        lo < hi && iz >= 0 && (iz as usize) < id && iy >= 0 && (iy as usize) < ih;
+                    let img = if src {
+                        ((iz as usize) * ih + iy as usize) * iw
+                    } else {
+                        0
+                    };
+                    rows.push(TapRow {
+                        pos: (z * oh + y) * ow,
+                        img,
+                        src,
+                        lo,
+                        hi,
+                        first,
+                    });
+                }
             }
         }
+        TapTable {
+            rows,
+            per_tap: od * oh,
+            kernel_len: g.kernel_len(),
+            in_len: g.in_len(),
+        }
+    }
+
+    /// The output rows of column-matrix row `r` (channel `r / kernel_len`, tap
+    /// `r % kernel_len`) and the offset of that channel's plane in a sample's image.
+    fn row(&self, r: usize) -> (&[TapRow], usize) {
+        let (c, tap) = (r / self.kernel_len, r % self.kernel_len);
+        (
+            &self.rows[tap * self.per_tap..(tap + 1) * self.per_tap],
+            c * self.in_len,
+        )
     }
 }
 
@@ -301,6 +322,7 @@ fn im2col(g: &ConvGeom, x_block: &[f32], nb: usize, cols: &mut [f32], par: bool)
     let (l, img_len) = (g.out_len(), g.channels * g.in_len());
     let (ow, iw, sw) = (g.output[2], g.input[2], g.stride[2]);
     let plain = g.is_plain_2d();
+    let table = TapTable::new(g);
     let one = |(r, row): (usize, &mut [f32])| {
         if plain {
             // The common case without padding, stride or dilation: whole output rows are
@@ -316,31 +338,23 @@ fn im2col(g: &ConvGeom, x_block: &[f32], nb: usize, cols: &mut [f32], par: bool)
             }
             return;
         }
+        // Zero the whole row once (one long fill), then copy the runs the input covers:
+        // per-row fills of a few values each cost a memset call apiece.
+        row.fill(0.0);
+        let (taps, plane) = table.row(r);
         for (n, dst_n) in row.chunks_mut(l).enumerate() {
-            let img = &x_block[n * img_len..(n + 1) * img_len];
-            Taps { g }.row(r, |t| {
-                let dst = &mut dst_n[t.pos..t.pos + ow];
-                if !t.src || t.lo >= t.hi {
-                    dst.fill(0.0);
-                    return;
-                }
-                if t.lo > 0 {
-                    dst[..t.lo].fill(0.0);
-                }
-                if t.hi < ow {
-                    dst[t.hi..].fill(0.0);
-                }
-                let src = &img[t.img..t.img + iw];
-                let k = t.hi - t.lo;
+            let img = &x_block[n * img_len + plane..];
+            for t in taps.iter().filter(|t| t.src) {
+                let dst = &mut dst_n[t.pos + t.lo..t.pos + t.hi];
+                let src = &img[t.img + t.first..];
                 if sw == 1 {
-                    copy_short(&mut dst[t.lo..t.hi], &src[t.first..t.first + k]);
+                    copy_short(dst, &src[..dst.len()]);
                 } else {
-                    dst[t.lo..t.hi]
-                        .iter_mut()
-                        .zip(src[t.first..].iter().step_by(sw))
+                    dst.iter_mut()
+                        .zip(src.iter().step_by(sw))
                         .for_each(|(d, s)| *d = *s);
                 }
-            });
+            }
         }
     };
     let row_len = (nb * l).max(1);
@@ -373,6 +387,7 @@ fn col2im(g: &ConvGeom, cols: &[f32], nb: usize, dx_block: &mut [f32], par: bool
     let (iw, sw) = (g.input[2], g.stride[2]);
     let plain = g.is_plain_2d();
     let ow = g.output[2];
+    let table = TapTable::new(g);
     let one = |(n, img): (usize, &mut [f32])| {
         img.fill(0.0);
         for r in 0..g.col_rows() {
@@ -389,25 +404,22 @@ fn col2im(g: &ConvGeom, cols: &[f32], nb: usize, dx_block: &mut [f32], par: bool
                 }
                 continue;
             }
-            Taps { g }.row(r, |t| {
-                if !t.src || t.lo >= t.hi {
-                    return;
-                }
+            let (taps, plane) = table.row(r);
+            for t in taps.iter().filter(|t| t.src) {
                 let src = &src_n[t.pos + t.lo..t.pos + t.hi];
-                let dst = &mut img[t.img..t.img + iw];
+                let dst = &mut img[plane + t.img + t.first..];
                 if sw == 1 {
-                    dst[t.first..t.first + src.len()]
+                    dst[..src.len()]
                         .iter_mut()
                         .zip(src)
                         .for_each(|(d, s)| *d += *s);
                 } else {
-                    dst[t.first..]
-                        .iter_mut()
+                    dst.iter_mut()
                         .step_by(sw)
                         .zip(src)
                         .for_each(|(d, s)| *d += *s);
                 }
-            });
+            }
         }
     };
     if img_len == 0 {
