@@ -82,6 +82,21 @@ impl Module {
         self.opt_index.get(i).copied().unwrap_or(i)
     }
 
+    /// Whether `v` has the shape parameter `n` is bound with (an error naming both if not).
+    fn check_bound_shape(&self, call: &str, n: &str, v: &NDArray) -> Result<()> {
+        let want = self.bound_shape(n).unwrap_or_default();
+        if want == v.shape() {
+            Ok(())
+        } else {
+            Err(Error::shape(
+                call,
+                format!("parameter \"{n}\""),
+                &want,
+                v.shape(),
+            ))
+        }
+    }
+
     /// Releases every executor's last pass ([`Executor::release_pass`]): the working memory
     /// of a bucket switched away from goes back for the next bucket to use. Its outputs and
     /// backward need a forward again.
@@ -182,15 +197,7 @@ impl Module {
                     name: n.clone(),
                 });
             }
-            let want = self.bound_shape(n).unwrap_or_default();
-            if want != v.shape() {
-                return Err(Error::shape(
-                    CALL,
-                    format!("parameter \"{n}\""),
-                    &want,
-                    v.shape(),
-                ));
-            }
+            self.check_bound_shape(CALL, n, v)?;
         }
         let missing = self.param_names.iter().chain(&self.aux_names).find(|n| {
             !covered.contains(&n.as_str()) && (!had_values || self.vacant.contains_key(*n))
@@ -264,15 +271,7 @@ impl Module {
                     name: n.clone(),
                 });
             }
-            let want = self.bound_shape(n).unwrap_or_default();
-            if want != v.shape() {
-                return Err(Error::shape(
-                    CALL,
-                    format!("parameter \"{n}\""),
-                    &want,
-                    v.shape(),
-                ));
-            }
+            self.check_bound_shape(CALL, n, v)?;
         }
         for (n, v) in &given {
             self.put_value(n, v);
