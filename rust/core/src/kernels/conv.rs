@@ -3,10 +3,10 @@
 //! uses the same three passes with the roles of forward and data gradient swapped).
 
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
-use super::gemm::{gemm, MatRef};
+use super::gemm::{gemm_split, MatRef};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
-use super::tuning::CONV_BLOCK_VALUES;
+use super::tuning::{CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -272,11 +272,13 @@ impl TapTable {
 const WEIGHT_LANES: usize = 4;
 
 /// The batch cut into blocks of consecutive samples whose columns stay under
-/// [`CONV_BLOCK_VALUES`] (one sample per block at least), sizes differing by at most one. The cut
-/// depends only on the geometry, so sums over blocks combine the same way on any machine.
+/// [`CONV_BLOCK_VALUES`] or the weight's size, whichever is larger (one sample per block at
+/// least), sizes differing by at most one. The cut depends only on the geometry, so sums over
+/// blocks combine the same way on any machine.
 fn blocks(g: &ConvGeom) -> Vec<Range<usize>> {
     let per = (g.col_rows() * g.out_len()).max(1);
-    let count = g.batch.div_ceil((CONV_BLOCK_VALUES / per).max(1)).max(1);
+    let cap = CONV_BLOCK_VALUES.max(g.weight_len());
+    let count = g.batch.div_ceil((cap / per).max(1)).max(1);
     (0..count)
         .map(|i| i * g.batch / count..(i + 1) * g.batch / count)
         .collect()
@@ -288,8 +290,9 @@ fn blocks_in_parallel(g: &ConvGeom, blocks: &[Range<usize>]) -> bool {
     blocks.len() > 1 && g.parallel()
 }
 
-/// Runs `f(samples, out_block)` for every block, `out_block` being the block's part of `out`
-/// (`per_sample` values per sample), in parallel when that pays.
+/// Runs `f(samples, out_block, inner)` for every block, `out_block` being the block's part of
+/// `out` (`per_sample` values per sample), blocks in parallel when that pays; `inner` says
+/// whether the block's own passes may split across the pool (blocks one after the other).
 fn for_blocks_mut(
     g: &ConvGeom,
     out: &mut [f32],
@@ -308,10 +311,31 @@ fn for_blocks_mut(
     if par {
         parts.into_par_iter().try_for_each(|(r, o)| f(r, o, false))
     } else {
-        parts
-            .into_iter()
-            .try_for_each(|(r, o)| f(r, o, g.parallel()))
+        parts.into_iter().try_for_each(|(r, o)| f(r, o, true))
     }
+}
+
+/// Whether a memory-bound pass over `len` values (im2col, col2im, a layout change) of a block
+/// whose passes may split (`inner`) goes to the pool.
+fn split_pass(inner: bool, len: usize) -> bool {
+    inner && len >= SERIAL_BELOW
+}
+
+/// A convolution's GEMM: split across the pool's threads (see [`CONV_GEMM_PARALLEL_ABOVE`])
+/// when the block's passes may split (`inner`).
+fn conv_gemm(
+    a: MatRef<'_, f32>,
+    b: MatRef<'_, f32>,
+    c: &mut [f32],
+    accumulate: bool,
+    inner: bool,
+) -> Result<()> {
+    let above = if inner {
+        CONV_GEMM_PARALLEL_ABOVE
+    } else {
+        usize::MAX
+    };
+    gemm_split(a, b, c, accumulate, above)
 }
 
 /// Unfolds the samples of `x_block` (`channels × input` each) into the column matrix the
@@ -459,8 +483,28 @@ fn to_sample_major(
     }
 }
 
+/// A block of `dy` in the GEMMs' `(filters, samples · out)` layout: the block itself when it
+/// is one sample (the layouts agree), else a rearranged copy.
+enum FilterMajor<'a> {
+    Same(&'a [f32]),
+    Copy(Scratch),
+}
+
+impl std::ops::Deref for FilterMajor<'_> {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        match self {
+            FilterMajor::Same(s) => s,
+            FilterMajor::Copy(s) => s,
+        }
+    }
+}
+
 /// The block `dy (samples, filters, out)` in the GEMMs' `(filters, samples · out)` layout.
-fn filter_major(g: &ConvGeom, nb: usize, dy: &[f32]) -> Scratch {
+fn filter_major<'a>(g: &ConvGeom, nb: usize, dy: &'a [f32]) -> FilterMajor<'a> {
+    if nb == 1 {
+        return FilterMajor::Same(dy);
+    }
     let (f, l) = (g.filters, g.out_len());
     let mut out = Scratch::take(f * nb * l);
     for (fi, row) in out.chunks_mut((nb * l).max(1)).enumerate().take(f) {
@@ -468,7 +512,7 @@ fn filter_major(g: &ConvGeom, nb: usize, dy: &[f32]) -> Scratch {
             row[n * l..(n + 1) * l].copy_from_slice(&dy[(n * f + fi) * l..][..l]);
         }
     }
-    out
+    FilterMajor::Copy(out)
 }
 
 /// The weight of group `grp` as a `(filters/groups, col_rows/groups)` matrix.
@@ -528,25 +572,60 @@ fn conv_forward_gemm(
 ) -> Result<()> {
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
     let fg = g.filters_per_group();
-    for_blocks_mut(g, y, f * l, |r, y_block, par| {
+    for_blocks_mut(g, y, f * l, |r, y_block, inner| {
         let nb = r.len();
         let mut cols = Scratch::take(nb * l * g.col_rows());
-        im2col(g, &x[r.start * c * il..r.end * c * il], nb, &mut cols, par);
-        let mut y_f = Scratch::take(f * nb * l);
+        let x_block = &x[r.start * c * il..r.end * c * il];
+        let split = split_pass(inner, cols.len());
+        im2col(g, x_block, nb, &mut cols, split);
+        // One sample: the GEMMs' (filters, positions) layout is the output's, so they write
+        // straight into it.
+        let mut y_f = (nb > 1).then(|| Scratch::take(f * nb * l));
+        let out: &mut [f32] = match &mut y_f {
+            Some(buf) => buf,
+            None => y_block,
+        };
         for grp in 0..g.groups {
-            gemm(
+            conv_gemm(
                 group_weight(g, w, grp),
                 group_cols(g, &cols, nb * l, grp),
-                &mut y_f[grp * fg * nb * l..(grp + 1) * fg * nb * l],
+                &mut out[grp * fg * nb * l..(grp + 1) * fg * nb * l],
                 false,
+                inner,
             )?;
         }
-        to_sample_major(g, nb, &y_f, y_block, bias, par);
-        if let Some(e) = epilogue {
-            e(y_block);
+        match &y_f {
+            Some(buf) => {
+                to_sample_major(g, nb, buf, y_block, bias, split_pass(inner, buf.len()));
+                if let Some(e) = epilogue {
+                    e(y_block);
+                }
+            }
+            None => bias_then(y_block, l, bias, epilogue),
         }
         Ok(())
     })
+}
+
+/// Adds `bias[f]` to row `f` (of `l` values) of one sample's `(filters, l)` output, then runs
+/// `epilogue` over the row while it is in cache.
+pub(super) fn bias_then(
+    y: &mut [f32],
+    l: usize,
+    bias: Option<&[f32]>,
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) {
+    if l == 0 || (bias.is_none() && epilogue.is_none()) {
+        return;
+    }
+    for (fi, row) in y.chunks_mut(l).enumerate() {
+        if let Some(b) = bias {
+            row.iter_mut().for_each(|v| *v += b[fi]);
+        }
+        if let Some(e) = epilogue {
+            e(row);
+        }
+    }
 }
 
 /// The transpose of [`conv_forward`] without bias: `dx (batch, channels, input)` from
@@ -576,12 +655,12 @@ pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -
         g.col_rows(),
         g.channels_per_group() * g.kernel_len(),
     );
-    for_blocks_mut(g, dx, c * il, |r, dx_block, par| {
+    for_blocks_mut(g, dx, c * il, |r, dx_block, inner| {
         let nb = r.len();
         let dy_f = filter_major(g, nb, &dy[r.start * f * l..r.end * f * l]);
         let mut cols = Scratch::take(nb * l * ck);
         for grp in 0..g.groups {
-            gemm(
+            conv_gemm(
                 group_weight(g, w, grp).t(),
                 MatRef::row_major(
                     &dy_f[grp * fg * nb * l..(grp + 1) * fg * nb * l],
@@ -590,9 +669,10 @@ pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -
                 ),
                 &mut cols[grp * ckg * nb * l..(grp + 1) * ckg * nb * l],
                 false,
+                inner,
             )?;
         }
-        col2im(g, &cols, nb, dx_block, par);
+        col2im(g, &cols, nb, dx_block, split_pass(inner, dx_block.len()));
         Ok(())
     })
 }
@@ -641,7 +721,7 @@ pub fn conv_backward_weight(
     // itself a little faster but needed a strided transpose of the whole gradient, which
     // dominated for deep layers with few positions (512 filters × 4608 column rows).
     let lanes = blocks.len().min(WEIGHT_LANES);
-    let lane = |i: usize, dw: &mut [f32], sums: &mut [f32], inner_par: bool| -> Result<()> {
+    let lane = |i: usize, dw: &mut [f32], sums: &mut [f32], inner: bool| -> Result<()> {
         for (k, r) in blocks.iter().skip(i).step_by(lanes).enumerate() {
             let nb = r.len();
             let mut cols = Scratch::take(nb * l * g.col_rows());
@@ -650,11 +730,11 @@ pub fn conv_backward_weight(
                 &x[r.start * c * il..r.end * c * il],
                 nb,
                 &mut cols,
-                inner_par,
+                split_pass(inner, nb * l * g.col_rows()),
             );
             let dy_f = filter_major(g, nb, &dy[r.start * f * l..r.end * f * l]);
             for grp in 0..g.groups {
-                gemm(
+                conv_gemm(
                     MatRef::row_major(
                         &dy_f[grp * fg * nb * l..(grp + 1) * fg * nb * l],
                         fg,
@@ -663,6 +743,7 @@ pub fn conv_backward_weight(
                     group_cols(g, &cols, nb * l, grp).t(),
                     &mut dw[grp * fg * ckg..(grp + 1) * fg * ckg],
                     k > 0,
+                    inner,
                 )?;
             }
             if nb * l > 0 {
@@ -675,12 +756,12 @@ pub fn conv_backward_weight(
     };
     let mut sums = vec![0.0f32; f];
     if lanes == 1 {
-        lane(0, dw, &mut sums, g.parallel())?;
+        lane(0, dw, &mut sums, true)?;
     } else {
-        let run = |i: usize, inner_par: bool| -> Result<Vec<f32>> {
+        let run = |i: usize, inner: bool| -> Result<Vec<f32>> {
             let mut out = vec![0.0f32; g.weight_len() + f];
             let (dw_i, sums_i) = out.split_at_mut(g.weight_len());
-            lane(i, dw_i, sums_i, inner_par)?;
+            lane(i, dw_i, sums_i, inner)?;
             Ok(out)
         };
         let partials: Vec<Vec<f32>> = if par {
@@ -689,9 +770,7 @@ pub fn conv_backward_weight(
                 .map(|i| run(i, false))
                 .collect::<Result<_>>()?
         } else {
-            (0..lanes)
-                .map(|i| run(i, g.parallel()))
-                .collect::<Result<_>>()?
+            (0..lanes).map(|i| run(i, true)).collect::<Result<_>>()?
         };
         dw.fill(0.0);
         for p in &partials {

@@ -165,6 +165,18 @@ pub fn gemm<T: GemmScalar>(
     c: &mut [T],
     accumulate: bool,
 ) -> Result<()> {
+    gemm_split(a, b, c, accumulate, GEMM_PARALLEL_ABOVE)
+}
+
+/// [`gemm`], splitting across the pool's threads from `parallel_above` multiply-adds (`usize::MAX`:
+/// never) instead of [`GEMM_PARALLEL_ABOVE`].
+pub fn gemm_split<T: GemmScalar>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    c: &mut [T],
+    accumulate: bool,
+    parallel_above: usize,
+) -> Result<()> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     if b.rows != k || c.len() != m * n || !a.fits() || !b.fits() {
         return Err(Error::shape(
@@ -191,7 +203,7 @@ pub fn gemm<T: GemmScalar>(
         return Ok(());
     }
     let threads = rayon::current_num_threads();
-    if m * n * k < GEMM_PARALLEL_ABOVE || threads < 2 {
+    if m * n * k < parallel_above || threads < 2 {
         // SAFETY: c is a unique row-major m × n borrow; a and b were checked by `fits`.
         unsafe { T::serial(a, b, c.as_mut_ptr(), n, 1, accumulate) };
         return Ok(());

@@ -30,13 +30,22 @@ pub const GEMM_PARALLEL_ABOVE: usize = 1 << 25;
 /// about 60 µs alone) gain from sharing; one sequence's (1 × 800 × 200, a few µs) does not.
 pub const RNN_STEP_PARALLEL_ABOVE: usize = 1 << 20;
 
+/// Work (m·n·k) from which a convolution's GEMM splits across the pool's threads. Lower than
+/// [`GEMM_PARALLEL_ABOVE`]: a convolutional network's forward is a chain of products of a
+/// tenth of a millisecond and up (ResNet at batch 1: 2–10M multiply-adds each), with the pool
+/// awake from the previous layer, so splitting pays from about 50 µs of work.
+pub const CONV_GEMM_PARALLEL_ABOVE: usize = 1 << 22;
+
 /// Rows (or columns) of a GEMM output below which a band is not worth its own thread.
 pub const GEMM_MIN_BAND: usize = 32;
 
 /// Column-matrix values of one block of samples in a convolution (1 MB of float32). A
 /// block's columns are written by im2col and read by its GEMM while still in the core's L2
 /// cache, and blocks run side by side; unfolding a whole batch at once sends the columns
-/// through memory twice.
+/// through memory twice. A layer whose weight is larger than this (ResNet's deep layers:
+/// 2.4M values over 2×2 or 4×4 positions) takes blocks as large as its weight instead: every
+/// block streams the whole weight through its GEMM, and 16 blocks of 16 positions each ran
+/// 5× slower than one of 256.
 pub const CONV_BLOCK_VALUES: usize = 1 << 18;
 
 /// Elements below which an optimizer update stays on the calling thread. An update streams a
