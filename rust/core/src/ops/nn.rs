@@ -63,11 +63,13 @@ impl FullyConnected {
         let w = inputs[1].f32s("FullyConnected: weight")?;
         let (m, k) = self.matrix_dims(inputs[0].shape());
         let n = self.num_hidden;
-        let mut out = vec![0.0f32; m * n];
-        if !self.no_bias {
-            let b = inputs[2].f32s("FullyConnected: bias")?;
-            out.chunks_mut(n).for_each(|row| row.copy_from_slice(b));
-        }
+        // The bias rows (or zeros) the product is added to: built by copying, as zero-filling
+        // a language model's vocabulary-wide output first cost a pass over tens of MB.
+        let mut out = if self.no_bias {
+            vec![0.0f32; m * n]
+        } else {
+            inputs[2].f32s("FullyConnected: bias")?.repeat(m)
+        };
         gemm(
             MatRef::row_major(x, m, k),
             MatRef::row_major(w, n, k).t(),
