@@ -115,6 +115,10 @@ pub struct Executor {
     pass_values: usize,
     /// How many steps the last forward computed inside their producer (see [`fusions`]).
     fused_last: usize,
+    /// The all-ones head gradient of each output, kept from one backward to the next (as
+    /// MXNet's executor keeps its head-gradient arrays): a language model's loss output is
+    /// tens of MB, and filling a fresh one every batch cost more than its softmax.
+    head_ones: Vec<Option<NDArray>>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -237,6 +241,7 @@ impl Executor {
             monitor: None,
             pass_values: 0,
             fused_last: 0,
+            head_ones: Vec::new(),
         })
     }
 
@@ -676,6 +681,22 @@ impl Executor {
         Ok(())
     }
 
+    /// The head gradient of output `k` when none is given: ones of its shape, reused while
+    /// the shape and dtype stay (arrays are copy-on-write, so nothing can change it).
+    fn ones_for_head(&mut self, k: usize, shape: &[usize], dtype: DType) -> NDArray {
+        if self.head_ones.len() <= k {
+            self.head_ones.resize(k + 1, None);
+        }
+        match &self.head_ones[k] {
+            Some(a) if a.shape() == shape && a.dtype() == dtype => a.clone(),
+            _ => {
+                let a = NDArray::ones(shape, dtype);
+                self.head_ones[k] = Some(a.clone());
+                a
+            }
+        }
+    }
+
     /// Back-propagates from the outputs. `head_grads` gives one gradient per output; loss
     /// layers ignore theirs. It may be empty when every output that leads to a requested
     /// gradient is a loss layer (or when no gradient is requested at all); otherwise, as in
@@ -704,7 +725,7 @@ impl Executor {
             .iter()
             .map(|s| vec![None; s.node.num_outputs()])
             .collect();
-        for (k, &(s, o)) in self.heads.iter().enumerate() {
+        for (k, (s, o)) in self.heads.clone().into_iter().enumerate() {
             let head = self.value(&self.values, s, o);
             let (shape, dtype) = (head.shape().to_vec(), head.dtype());
             let g = match head_grads.get(k) {
@@ -717,7 +738,7 @@ impl Executor {
                     ))
                 }
                 Some(g) => g.astype(dtype),
-                None => NDArray::ones(&shape, dtype),
+                None => self.ones_for_head(k, &shape, dtype),
             };
             accumulate(&mut grads[s][o], g)?;
         }
@@ -732,12 +753,17 @@ impl Executor {
                 continue;
             }
             let outs = &self.values[si];
+            let visible = step.node.num_graph_outputs();
             let out_grads: Vec<NDArray> = grads[si]
                 .iter()
                 .zip(outs)
-                .map(|(g, o)| {
-                    g.clone()
-                        .unwrap_or_else(|| NDArray::zeros(o.shape(), o.dtype()))
+                .enumerate()
+                .map(|(o, (g, out))| match g {
+                    Some(g) => g.clone(),
+                    // An output beyond the graph's (the RNN's saved activations): nothing
+                    // reads it, so its gradient is zero; an empty array says so for free.
+                    None if o >= visible => NDArray::zeros(&[0], out.dtype()),
+                    None => NDArray::zeros(out.shape(), out.dtype()),
                 })
                 .collect();
             let na = step.node.num_arguments();

@@ -3,6 +3,7 @@
 pub mod binary;
 pub mod conv;
 pub mod copy;
+pub mod dense;
 mod depthwise;
 pub mod gemm;
 pub mod map;

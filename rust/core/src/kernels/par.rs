@@ -4,6 +4,7 @@
 //! built on these chunks combines in the same order and gives the same bits on any machine.
 
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub use super::tuning::{CHUNK, SERIAL_BELOW};
@@ -63,6 +64,58 @@ pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     } else {
         rayon::scope(|_| f())
     }
+}
+
+/// A vector of `len` values that `fill` writes in place (on parts of it, in parallel if it
+/// likes) without zeroing the memory first: a language model's vocabulary-wide arrays are
+/// tens of MB, and zeroing each before a kernel overwrites it was a serial pass over them.
+///
+/// # Safety
+/// `fill` must write every element of the slice it is given.
+pub unsafe fn written<T>(len: usize, fill: impl FnOnce(&mut [MaybeUninit<T>])) -> Vec<T> {
+    let mut v = Vec::with_capacity(len);
+    fill(&mut v.spare_capacity_mut()[..len]);
+    // SAFETY: the caller's `fill` wrote all `len` elements.
+    unsafe { v.set_len(len) };
+    v
+}
+
+/// `len` copies of `value`, written by the pool's threads side by side when `len` is large:
+/// a serial zero fill of a language model's vocabulary-wide output (tens of MB) left the
+/// other thread idle for a millisecond and more.
+pub fn filled<T: Copy + Send + Sync>(len: usize, value: T) -> Vec<T> {
+    let fill = |out: &mut [MaybeUninit<T>]| {
+        for_each_chunk_mut(out, |_, c| {
+            c.iter_mut().for_each(|v| {
+                v.write(value);
+            });
+        });
+    };
+    // SAFETY: every chunk of the slice is written.
+    unsafe { written(len, fill) }
+}
+
+/// `rows` copies of `row` one after another, written side by side when large (see
+/// [`filled`]).
+pub fn tiled<T: Copy + Send + Sync>(row: &[T], rows: usize) -> Vec<T> {
+    let fill = |out: &mut [MaybeUninit<T>]| {
+        for_each_row_mut(out, row.len(), |_, r| {
+            r.iter_mut().zip(row).for_each(|(v, &x)| {
+                v.write(x);
+            });
+        });
+    };
+    // SAFETY: every row of the slice is written (row.len() values each).
+    unsafe { written(row.len() * rows, fill) }
+}
+
+/// `s` as the values written into it.
+///
+/// # Safety
+/// Every element of `s` has been written.
+pub unsafe fn assume_written<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: MaybeUninit<T> has T's layout, and the caller says every element holds a T.
+    unsafe { &mut *(std::ptr::from_mut::<[MaybeUninit<T>]>(s) as *mut [T]) }
 }
 
 /// Calls `f(start, chunk)` on consecutive chunks of `out`, in parallel when `out` is large.

@@ -123,7 +123,9 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn forward(&self, ctx: &OpCtx, inputs: &[NDArray], aux: &mut [NDArray])
         -> Result<Vec<NDArray>>;
     /// Gradients of the inputs, one per argument (`None`: no gradient, e.g. labels and
-    /// indices). `out_grads` has one entry per output (hidden ones get zeros).
+    /// indices). `out_grads` has one entry per output: zeros for a visible output nothing
+    /// consumed, an empty array for an output beyond [`Operator::num_graph_outputs`] (no node
+    /// can read those, so their gradient is always zero and never worth allocating).
     fn backward(
         &self,
         ctx: &OpCtx,

@@ -2,8 +2,10 @@
 
 use super::{known, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::Result;
+use crate::kernels::dense::{dense_backward, DenseWant};
 use crate::kernels::gemm::{gemm, MatRef};
 use crate::kernels::par;
+use crate::kernels::scratch::Scratch;
 use crate::tensor::NDArray;
 use std::sync::Arc;
 
@@ -63,17 +65,16 @@ impl FullyConnected {
         let w = inputs[1].f32s("FullyConnected: weight")?;
         let (m, k) = self.matrix_dims(inputs[0].shape());
         let n = self.num_hidden;
-        let mut out = vec![0.0f32; m * n];
-        if !self.no_bias {
+        let xm = MatRef::row_major(x, m, k);
+        let wm = MatRef::row_major(w, n, k);
+        let mut out = if self.no_bias {
+            let mut out = par::filled(m * n, 0.0f32);
+            gemm(xm, wm.t(), &mut out, false)?;
+            out
+        } else {
             let b = inputs[2].f32s("FullyConnected: bias")?;
-            out.chunks_mut(n).for_each(|row| row.copy_from_slice(b));
-        }
-        gemm(
-            MatRef::row_major(x, m, k),
-            MatRef::row_major(w, n, k).t(),
-            &mut out,
-            !self.no_bias,
-        )?;
+            biased_product(xm, wm, b)?
+        };
         if let Some(e) = epilogue {
             par::for_each_chunk_mut(&mut out, |_, c| e(c));
         }
@@ -149,38 +150,53 @@ impl Operator for FullyConnected {
         let n = self.num_hidden;
         // A first layer's data gradient (a third of the layer's backward work) is skipped
         // when nothing consumes it.
-        let dx = if ctx.needs_grad(0) {
-            let mut dx = vec![0.0f32; m * k];
-            gemm(
-                MatRef::row_major(g, m, n),
-                MatRef::row_major(w, n, k),
-                &mut dx,
-                false,
-            )?;
-            Some(NDArray::from_f32(inputs[0].shape(), dx)?)
-        } else {
-            None
+        let want = DenseWant {
+            dx: ctx.needs_grad(0),
+            dw: ctx.needs_grad(1),
+            db: !self.no_bias,
         };
-        let dw = if ctx.needs_grad(1) {
-            let mut dw = vec![0.0f32; n * k];
-            gemm(
-                MatRef::row_major(g, m, n).t(),
-                MatRef::row_major(x, m, k),
-                &mut dw,
-                false,
-            )?;
-            Some(NDArray::from_f32(inputs[1].shape(), dw)?)
-        } else {
-            None
-        };
-        let mut grads = vec![dx, dw];
-        if !self.no_bias {
-            let mut db = vec![0.0f32; n];
-            for row in g.chunks(n) {
-                db.iter_mut().zip(row).for_each(|(d, v)| *d += v);
-            }
+        let d = dense_backward(x, w, g, (m, k, n), want)?;
+        let mut grads = vec![
+            d.dx.map(|v| NDArray::from_f32(inputs[0].shape(), v))
+                .transpose()?,
+            d.dw.map(|v| NDArray::from_f32(inputs[1].shape(), v))
+                .transpose()?,
+        ];
+        if let Some(db) = d.db {
             grads.push(Some(NDArray::from_f32(&[n], db)?));
         }
         Ok(grads)
     }
+}
+
+/// x·Wᵀ + b. With many rows (a language model's vocabulary layer over a whole batch of
+/// steps) the bias is one more inner term, [x | 1]·[W | b]ᵀ, so the product only writes its
+/// output: adding the product to rows of the bias read and wrote that output (tens of MB)
+/// once more. The sum is the same either way (the bias is the last term). With few rows
+/// (one sequence at inference) copying W for the extra term costs more than it saves.
+fn biased_product(x: MatRef<'_, f32>, w: MatRef<'_, f32>, b: &[f32]) -> Result<Vec<f32>> {
+    let (m, k, n) = (x.rows, x.cols, w.rows);
+    if 2 * m <= k + 1 {
+        let mut out = par::tiled(b, m);
+        gemm(x, w.t(), &mut out, true)?;
+        return Ok(out);
+    }
+    let mut x1 = Scratch::take(m * (k + 1));
+    for (r, row) in x1.chunks_exact_mut(k + 1).enumerate() {
+        row[..k].copy_from_slice(&x.data[r * k..(r + 1) * k]);
+        row[k] = 1.0;
+    }
+    let mut w1 = Scratch::take(n * (k + 1));
+    for (j, row) in w1.chunks_exact_mut(k + 1).enumerate() {
+        row[..k].copy_from_slice(&w.data[j * k..(j + 1) * k]);
+        row[k] = b[j];
+    }
+    let mut out = par::filled(m * n, 0.0f32);
+    gemm(
+        MatRef::row_major(&x1, m, k + 1),
+        MatRef::row_major(&w1, n, k + 1).t(),
+        &mut out,
+        false,
+    )?;
+    Ok(out)
 }

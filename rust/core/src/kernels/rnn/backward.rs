@@ -9,7 +9,7 @@ use super::{cells, prev_time, step_time, take_columns, RnnConfig, RnnFloat, RnnI
 use super::{Slices, Wide};
 use crate::error::{Error, Result};
 use crate::kernels::gemm::{gemm, MatRef};
-use crate::kernels::par::{lockstep, on_pool, Shared};
+use crate::kernels::par::{self, lockstep, on_pool, Shared};
 
 /// The gradients of one call.
 #[derive(Clone, Debug, PartialEq)]
@@ -194,10 +194,10 @@ fn layer_backward<T: RnnFloat>(
     let zero = T::zero();
     // Gradients of the gates' pre-activations at every (step, sample): the input part, and
     // for GRU separately the recurrent part (its n gate sees r·(Wh_n·h' + b_hn)).
-    let mut dgx = vec![zero; steps * n * gw];
+    let mut dgx = par::filled(steps * n * gw, zero);
     let mut dgh_gru = vec![zero; if gru { steps * n * gw } else { 0 }];
     // The state each step read, for the recurrent weight gradient.
-    let mut hprev = vec![zero; steps * n * h];
+    let mut hprev = par::filled(steps * n * h, zero);
     let mut dh = dhy.map_or_else(|| vec![zero; n * h], <[T]>::to_vec);
     let mut dc = match (dm.mode, dcy) {
         (RnnMode::Lstm, Some(g)) => g.to_vec(),
@@ -280,7 +280,7 @@ fn layer_backward<T: RnnFloat>(
     };
     let mut dx = Vec::new();
     if want_dx {
-        dx = vec![zero; rows * a.in_w];
+        dx = par::filled(rows * a.in_w, zero);
         gemm(
             MatRef::row_major(&dgx, rows, gw),
             MatRef::row_major(a.wx, gw, a.in_w),

@@ -6,7 +6,7 @@ use super::{cells, put_columns, step_time, CellClip, RnnConfig, RnnFloat, RnnInp
 use super::{Slices, Wide};
 use crate::error::Result;
 use crate::kernels::gemm::{gemm, MatRef};
-use crate::kernels::par::{lockstep, on_pool, Shared};
+use crate::kernels::par::{self, lockstep, on_pool, Shared};
 
 /// What forward computes.
 #[derive(Clone, Debug, PartialEq)]
@@ -109,7 +109,7 @@ fn forward_layers<T: RnnFloat>(
     let lstm = dm.mode == RnnMode::Lstm;
     let state = dm.batch * dm.hidden;
     let mut reserve = if keep {
-        vec![T::zero(); dm.reserve_len(masks.is_some())]
+        par::filled(dm.reserve_len(masks.is_some()), T::zero())
     } else {
         Vec::new()
     };
@@ -190,21 +190,19 @@ pub(super) fn layer_forward<T: RnnFloat>(
     let gates = dm.mode.gates();
     let lstm = dm.mode == RnnMode::Lstm;
     // The input projection of every step at once, with the biases folded in: both of every
-    // gate, except GRU's n gate, whose recurrent bias sits inside r·(Wh_n·h' + b_hn).
-    let mut xw = vec![T::zero(); steps * n * gw];
-    gemm(
-        MatRef::row_major(a.x, steps * n, a.in_w),
-        MatRef::row_major(a.wx, gw, a.in_w).t(),
-        &mut xw,
-        false,
-    )?;
+    // gate, except GRU's n gate, whose recurrent bias sits inside r·(Wh_n·h' + b_hn). The
+    // product is added to rows of the biases (no zero fill, no second pass).
     let folded = if dm.mode == RnnMode::Gru { 2 * h } else { gw };
     let bias: Vec<T> = (0..gw)
         .map(|j| a.bx[j] + if j < folded { a.bh[j] } else { T::zero() })
         .collect();
-    for row in xw.chunks_exact_mut(gw) {
-        row.iter_mut().zip(&bias).for_each(|(v, &b)| *v = *v + b);
-    }
+    let mut xw = par::tiled(&bias, steps * n);
+    gemm(
+        MatRef::row_major(a.x, steps * n, a.in_w),
+        MatRef::row_major(a.wx, gw, a.in_w).t(),
+        &mut xw,
+        true,
+    )?;
     // Each slice's recurrent weights, its units of every gate side by side: column
     // g·uc + j is unit u0 + j of gate g.
     let slices = Slices::new(h, n, h, gates);
@@ -226,7 +224,7 @@ pub(super) fn layer_forward<T: RnnFloat>(
         Some(c) if lstm => c.to_vec(),
         _ => vec![T::zero(); if lstm { n * h } else { 0 }],
     };
-    let mut y = vec![T::zero(); steps * n * h];
+    let mut y = par::filled(steps * n * h, T::zero());
     let mut products = vec![T::zero(); slices.ranges.len() * n * widest];
     let max_len = a.lens.iter().copied().max().unwrap_or(0);
     let mut no_cache: Vec<T> = Vec::new();
