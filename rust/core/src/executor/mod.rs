@@ -7,12 +7,14 @@ use crate::ops::{self, InPlace, OpCtx};
 use crate::symbol::{Node, Symbol};
 use crate::tensor::{DType, NDArray};
 use fusion::{folds, fusions};
+use prepared::PreparedCache;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 mod backward;
 mod fusion;
+mod prepared;
 pub mod profile;
 
 /// What to do with an argument's gradient.
@@ -120,6 +122,8 @@ pub struct Executor {
     /// MXNet's executor keeps its head-gradient arrays): a language model's loss output is
     /// tens of MB, and filling a fresh one every batch cost more than its softmax.
     head_ones: Vec<Option<NDArray>>,
+    /// Parameter-derived state of inference passes (see [`PreparedCache`]).
+    prepared: PreparedCache,
 }
 
 impl std::fmt::Debug for Executor {
@@ -221,6 +225,7 @@ impl Executor {
         let last_use = last_uses(&steps, &heads);
         let fuse_into = fusions(&steps, &heads);
         let fold_into = folds(&steps, &heads);
+        let steps_len = steps.len();
         Ok(Executor {
             symbol: symbol.clone(),
             ctx,
@@ -243,6 +248,7 @@ impl Executor {
             pass_values: 0,
             fused_last: 0,
             head_ones: Vec::new(),
+            prepared: PreparedCache::new(steps_len),
         })
     }
 
@@ -415,6 +421,7 @@ impl Executor {
     /// bucket it switches away from: buckets share working memory, as MXNet's shared
     /// executors do). A backward or output read afterwards asks for a forward first.
     pub fn release_pass(&mut self) {
+        self.prepared.clear();
         self.values = Vec::new();
         self.outputs = Vec::new();
         self.last_train = None;
@@ -615,7 +622,23 @@ impl Executor {
                             }),
                         _ => None,
                     };
-                    let outs = match folded {
+                    // At inference, the op's parameters prepared once (kept between passes).
+                    let prepared_run = match folded {
+                        Some(_) => None,
+                        None if no_grad && !is_train && self.monitor.is_none() => {
+                            let then = act(si);
+                            self.prepared_forward(si, then, &ctx, &ins)
+                                .transpose()?
+                                .map(|(outs, k)| {
+                                    if let Some(k) = k {
+                                        precomputed[k] = Some(vec![outs[0].clone()]);
+                                    }
+                                    outs
+                                })
+                        }
+                        None => None,
+                    };
+                    let outs = match folded.or(prepared_run) {
                         Some(outs) => outs,
                         None => {
                             let then = act(si);
@@ -684,7 +707,9 @@ impl Executor {
 
     /// Runs step `si` with step `j` (BatchNorm at inference) folded into it and `act` (the
     /// activation after `j`) run inside: (si's outputs, j's outputs, the activation's step).
-    /// `None` when either op declines (see [`folds`]); errors name the node at fault.
+    /// The folded parameters are kept between passes (see [`PreparedCache`]) when they are
+    /// all bound arrays. `None` when either op declines (see [`folds`]); errors name the node
+    /// at fault.
     #[allow(clippy::type_complexity)]
     fn fold(
         &self,
@@ -696,6 +721,7 @@ impl Executor {
         ins: &[NDArray],
     ) -> Option<Result<(Vec<NDArray>, Vec<NDArray>, Option<usize>)>> {
         let (bn, conv) = (&self.steps[j].node, &self.steps[si].node);
+        let (bn_inst, conv_inst) = (bn.inst.as_ref()?, conv.inst.as_ref()?);
         let na = bn.num_arguments();
         let params: Vec<NDArray> = self.steps[j].inputs[1..na]
             .iter()
@@ -707,21 +733,84 @@ impl Executor {
             node: &bn.name,
             need_grad: &[],
         };
-        let affine = match bn.inst.as_ref()?.inference_affine(&bn_ctx, &params, &aux)? {
-            Ok(a) => a,
-            Err(e) => return Some(Err(with_node(e, bn))),
+        let make = || -> Option<Result<prepared::Made>> {
+            let affine = match bn_inst.inference_affine(&bn_ctx, &params, &aux)? {
+                Ok(a) => a,
+                Err(e) => return Some(Err(with_node(e, bn))),
+            };
+            match conv_inst.prepare(ctx, ins, Some(&affine))? {
+                Ok(p) => Some(Ok((p, affine.other_outputs))),
+                Err(e) => Some(Err(with_node(e, conv))),
+            }
+        };
+        let cacheable = self.params_bound(si) && self.params_bound(j);
+        let made = if cacheable {
+            let keys: Vec<NDArray> = ins[1..]
+                .iter()
+                .chain(&params)
+                .chain(&aux)
+                .cloned()
+                .collect();
+            self.prepared.get_or_make(si, &keys, make)?
+        } else {
+            make()?
+        };
+        let (prepared, extra) = match made {
+            Ok(m) => m,
+            Err(e) => return Some(Err(e)),
         };
         let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
         let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
-        let outs = conv
-            .inst
-            .as_ref()?
-            .forward_affine(ctx, ins, &affine, epilogue)?;
+        let outs = conv_inst.forward_prepared(ctx, ins, &prepared, epilogue)?;
         Some(outs.map_err(|e| with_node(e, conv)).map(|outs| {
             let mut bn_outs = vec![outs[0].clone()];
-            bn_outs.extend(affine.other_outputs);
+            bn_outs.extend(extra);
             (outs, bn_outs, act.map(|(k, _)| k))
         }))
+    }
+
+    /// Runs step `si` at inference from its parameters prepared once (kept between passes,
+    /// see [`PreparedCache`]) with `act` (the activation after it) run inside: (its outputs,
+    /// the activation's step). `None` when the op has nothing to prepare or its parameters
+    /// are not all bound arrays.
+    #[allow(clippy::type_complexity)]
+    fn prepared_forward(
+        &self,
+        si: usize,
+        act: Option<(usize, InPlace)>,
+        ctx: &OpCtx,
+        ins: &[NDArray],
+    ) -> Option<Result<(Vec<NDArray>, Option<usize>)>> {
+        let node = &self.steps[si].node;
+        let inst = node.inst.as_ref()?;
+        if ins.len() < 2 || !self.params_bound(si) {
+            return None;
+        }
+        let make = || {
+            inst.prepare(ctx, ins, None)
+                .map(|r| r.map(|p| (p, Vec::new())).map_err(|e| with_node(e, node)))
+        };
+        let (prepared, _) = match self.prepared.get_or_make(si, &ins[1..], make)? {
+            Ok(m) => m,
+            Err(e) => return Some(Err(e)),
+        };
+        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
+        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
+        let outs = inst.forward_prepared(ctx, ins, &prepared, epilogue)?;
+        Some(
+            outs.map_err(|e| with_node(e, node))
+                .map(|outs| (outs, act.map(|(k, _)| k))),
+        )
+    }
+
+    /// Whether every input of step `si` after its data (its parameters; aux states are always
+    /// bound) is a bound array rather than another op's output.
+    fn params_bound(&self, si: usize) -> bool {
+        let step = &self.steps[si];
+        let na = step.node.num_arguments().min(step.inputs.len());
+        step.inputs[1.min(na)..na]
+            .iter()
+            .all(|&(s, _)| self.steps[s].var.is_some())
     }
 
     /// The auxiliary-state inputs of `step` (after its `na` arguments): their positions in

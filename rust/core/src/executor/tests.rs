@@ -314,6 +314,86 @@ fn batchnorm_folds_into_the_convolution_at_inference() {
     }
 }
 
+/// At inference a convolution's prepared parameters (BatchNorm folded in; the weight packed
+/// for its few output positions) are kept between passes and made again exactly when a
+/// parameter or statistic changes — replaced by `set_arg` / `set_aux` or written in place —
+/// each pass matching the unfused run (a monitor turns folding and preparing off).
+#[test]
+fn prepared_parameters_are_kept_until_they_change() {
+    let conv = |x: Symbol, name: &str| {
+        Symbol::create(
+            "Convolution",
+            Some(name),
+            &[
+                ("kernel", "(3, 3)"),
+                ("num_filter", "20"),
+                ("pad", "(1, 1)"),
+            ],
+            vec![(None, x)],
+        )
+        .unwrap()
+    };
+    let bn = layer(
+        "BatchNorm",
+        &[("fix_gamma", "False")],
+        conv(Symbol::variable("data"), "c1"),
+    );
+    let act = layer("Activation", &[("act_type", "relu")], bn);
+    // The second convolution has no BatchNorm after it: prepared (packed) alone.
+    let net = conv(act, "c2");
+    // 2×2 outputs: 4 positions, the packed kernel's range.
+    let shape = [1, 8, 2, 2];
+    let mut fast = filled_executor(&net, &shape, GradReq::Null, false);
+    let mut plain = filled_executor(&net, &shape, GradReq::Null, true);
+    let check = |fast: &mut Executor, plain: &mut Executor| {
+        fast.forward(false).unwrap();
+        plain.forward(false).unwrap();
+        let (a, b) = (
+            fast.outputs()[0].to_f64_vec(),
+            plain.outputs()[0].to_f64_vec(),
+        );
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "{x} vs {y}");
+        }
+        fast.prepared.addresses()
+    };
+    let first = check(&mut fast, &mut plain);
+    assert_eq!(first.iter().flatten().count(), 2);
+    assert_eq!(check(&mut fast, &mut plain), first, "kept between passes");
+    // Replaced: c1's weight.
+    let w = NDArray::from_vec(&[20, 8, 3, 3], vec![0.01f32; 20 * 72]).unwrap();
+    fast.set_arg("c1_weight", w.clone()).unwrap();
+    plain.set_arg("c1_weight", w).unwrap();
+    let second = check(&mut fast, &mut plain);
+    assert!(
+        second[0..]
+            .iter()
+            .zip(&first)
+            .filter(|(a, b)| a != b)
+            .count()
+            == 1
+    );
+    // Written in place: c2's weight (copy-on-write gives it new storage).
+    for e in [&mut fast, &mut plain] {
+        let w = e.arg_mut("c2_weight").unwrap();
+        w.f32s_mut("w").unwrap()[5] += 1.0;
+    }
+    let third = check(&mut fast, &mut plain);
+    assert!(third.iter().zip(&second).filter(|(a, b)| a != b).count() == 1);
+    // A new moving variance refolds c1.
+    let var = NDArray::from_vec(&[20], vec![2.0f32; 20]).unwrap();
+    let name = fast
+        .aux_names
+        .iter()
+        .find(|n| n.ends_with("var"))
+        .unwrap()
+        .clone();
+    fast.set_aux(&name, var.clone()).unwrap();
+    plain.set_aux(&name, var).unwrap();
+    let fourth = check(&mut fast, &mut plain);
+    assert!(fourth.iter().zip(&third).filter(|(a, b)| a != b).count() == 1);
+}
+
 /// The profiler counts every node's forward and backward calls while it runs, nothing while
 /// it is stopped. (The table is process-wide and other tests run executors concurrently, so
 /// this test looks only at its own uniquely named nodes.)

@@ -2,11 +2,12 @@
 //! data-gradient and weight-gradient passes built on them and the GEMM door (Deconvolution
 //! uses the same three passes with the roles of forward and data gradient swapped).
 
+use super::conv_packed::{packed_product, PackedFilters};
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
 use super::gemm::{gemm_split, MatRef};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
-use super::tuning::{CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE};
+use super::tuning::{CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE, CONV_PACKED_MAX_POSITIONS};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -104,6 +105,12 @@ impl ConvGeom {
             && self.dilate == [1, 1, 1]
             && self.pad == [0, 0, 0]
             && self.output[2] > 0
+    }
+
+    /// A 1×1 convolution without padding, stride or dilation: one sample's column matrix is
+    /// its input as it is.
+    fn is_pointwise(&self) -> bool {
+        self.is_plain_2d() && self.kernel == [1, 1, 1]
     }
 
     /// A 2-D (or 1-D) depthwise convolution: one filter per channel, each seeing only its own
@@ -559,6 +566,57 @@ pub fn conv_forward(
         return Ok(());
     }
     conv_forward_gemm(g, x, w, bias, y, epilogue)
+}
+
+/// Whether a convolution runs through [`conv_forward_packed`] when its weight can be packed
+/// ahead (inference): few output positions in all (batch-1 deep layers, see
+/// [`CONV_PACKED_MAX_POSITIONS`]), one group, not depthwise.
+pub fn packs_weight(g: &ConvGeom) -> bool {
+    g.groups == 1
+        && !g.is_depthwise_2d()
+        && g.batch * g.out_len() <= CONV_PACKED_MAX_POSITIONS
+        && g.col_rows() > 0
+}
+
+/// [`conv_forward`] with the weight packed ahead ([`PackedFilters`] of `(filters, col_rows)`):
+/// the columns of the whole batch (for one sample of a 1×1 convolution, its input as it is)
+/// through [`packed_product`], which writes the output in place with the bias; then
+/// `epilogue`. For few positions against a large weight (see [`packs_weight`]).
+pub fn conv_forward_packed(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &PackedFilters,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) -> Result<()> {
+    g.validate()?;
+    let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
+    g.check_len("conv forward: data", x.len(), g.batch * c * il)?;
+    g.check_len("conv forward: output", y.len(), g.batch * f * l)?;
+    if g.groups != 1 || w.filters() != f || w.k() != g.col_rows() {
+        return Err(Error::invalid(
+            "conv forward: packed weight",
+            format!("{f} filters of {} values, one group", g.col_rows()),
+            format!("{} filters of {} values", w.filters(), w.k()),
+        ));
+    }
+    if let Some(b) = bias {
+        g.check_len("conv forward: bias", b.len(), f)?;
+    }
+    let positions = g.batch * l;
+    if g.batch == 1 && g.is_pointwise() {
+        packed_product(w, x, l, positions, l, bias, y, true);
+    } else {
+        let mut cols = Scratch::take(positions * g.col_rows());
+        let split = split_pass(true, cols.len());
+        im2col(g, x, g.batch, &mut cols, split);
+        packed_product(w, &cols, positions, positions, l, bias, y, true);
+    }
+    if let Some(e) = epilogue {
+        e(y);
+    }
+    Ok(())
 }
 
 /// [`conv_forward`] through im2col and one GEMM per group (lengths already checked).

@@ -187,6 +187,41 @@ fn depthwise_matches_the_gemm_path() {
     close(&y, &want);
 }
 
+/// The packed-weight kernel against the GEMM path: every one-group geometry above, a 1×1
+/// convolution at batch 1 (its input read as the column matrix) and at batch 3, with bias and
+/// an epilogue.
+#[test]
+fn packed_weights_match_the_gemm_path() {
+    let mut cases: Vec<ConvGeom> = geoms().into_iter().filter(|g| g.groups == 1).collect();
+    let mut one = geoms()[4];
+    (one.batch, one.channels, one.filters) = (1, 40, 37);
+    assert!(one.is_pointwise());
+    cases.push(one);
+    one.batch = 3;
+    cases.push(one);
+    for g in cases {
+        let x = vals(g.batch * g.channels * g.in_len(), 15);
+        let w = vals(g.weight_len(), 16);
+        let b = vals(g.filters, 17);
+        let packed = PackedFilters::new(&w, g.filters, g.col_rows());
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+        let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+        let mut want = y.clone();
+        conv_forward_packed(&g, &x, &packed, Some(&b), &mut y, Some(&relu)).unwrap();
+        conv_forward_gemm(&g, &x, &w, Some(&b), &mut want, Some(&relu)).unwrap();
+        close(&y, &want);
+    }
+    let g = geoms()[2]; // two groups
+    let packed = PackedFilters::new(
+        &vals(g.weight_len(), 1),
+        g.filters,
+        g.weight_len() / g.filters,
+    );
+    let mut y = vec![0.0; g.batch * g.filters * g.out_len()];
+    let x = vals(g.batch * g.channels * g.in_len(), 2);
+    assert!(conv_forward_packed(&g, &x, &packed, None, &mut y, None).is_err());
+}
+
 fn close(a: &[f32], b: &[f32]) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {

@@ -2,6 +2,7 @@
 
 pub mod binary;
 pub mod conv;
+pub mod conv_packed;
 pub mod copy;
 pub mod dense;
 mod depthwise;

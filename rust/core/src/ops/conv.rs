@@ -3,14 +3,27 @@
 
 use super::{
     check_or_fill, known, ChannelAffine, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params,
+    Prepared,
 };
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
     add_channel_bias, channel_sums, conv_backward_data, conv_backward_weight, conv_forward,
-    conv_out_size, ConvGeom,
+    conv_forward_packed, conv_out_size, packs_weight, ConvGeom,
 };
+use crate::kernels::conv_packed::PackedFilters;
 use crate::tensor::NDArray;
+use std::borrow::Cow;
 use std::sync::Arc;
+
+/// A convolution's parameters prepared for inference passes ([`Operator::prepare`]).
+struct ConvPrepared {
+    /// The weight with a BatchNorm folded in; `None`: the input's own (or only `packed`).
+    weight: Option<Vec<f32>>,
+    /// The bias with a BatchNorm folded in; `None`: the input's own (or none).
+    bias: Option<Vec<f32>>,
+    /// The (folded) weight packed for [`conv_forward_packed`], when the geometry runs it.
+    packed: Option<PackedFilters>,
+}
 
 const LAYOUTS: &[&str] = &["None", "NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC"];
 const CUDNN_TUNE: &[&str] = &["None", "off", "limited_workspace", "fastest"];
@@ -472,28 +485,99 @@ impl Operator for Conv {
         affine: &ChannelAffine,
         epilogue: Option<&Epilogue>,
     ) -> Option<Result<Vec<NDArray>>> {
-        if self.deconv || affine.scale.len() != self.num_filter {
+        let prepared = match self.prepare(ctx, inputs, Some(affine))? {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        self.forward_prepared(ctx, inputs, &prepared, epilogue)
+    }
+
+    fn prepare(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: Option<&ChannelAffine>,
+    ) -> Option<Result<Prepared>> {
+        if self.deconv || affine.is_some_and(|a| a.scale.len() != self.num_filter) {
             return None;
         }
-        let folded = || -> Result<Vec<NDArray>> {
-            let (data, weight) = match inputs {
-                [d, w, ..] => (d, w),
-                _ => return Err(Error::Msg(format!("internal: {} inputs", self.op))),
-            };
-            // conv(x, w)·s + t = conv(x, w·s) + (b·s + t), per filter: the BatchNorm pass
-            // disappears into the weights and the bias.
-            let mut w = weight.f32s(&format!("{}: weight", self.op))?.to_vec();
-            let per_filter = (w.len() / self.num_filter).max(1);
-            for (row, &s) in w.chunks_mut(per_filter).zip(&affine.scale) {
-                row.iter_mut().for_each(|v| *v *= s);
-            }
-            let bias = self.bias(inputs)?;
-            let b: Vec<f32> = (0..self.num_filter)
-                .map(|f| bias.map_or(0.0, |b| b[f]) * affine.scale[f] + affine.shift[f])
-                .collect();
-            self.forward_parts(ctx, data, &w, Some(&b), epilogue)
+        let (g, _) = match self.geometry(ctx.node, inputs.first()?.shape()) {
+            Ok(g) => g,
+            Err(e) => return Some(Err(e)),
         };
-        Some(folded())
+        let pack = packs_weight(&g);
+        if affine.is_none() && !pack {
+            return None;
+        }
+        let prepare = || -> Result<Prepared> {
+            let weight = inputs
+                .get(1)
+                .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?;
+            let w = weight.f32s(&format!("{}: weight", self.op))?;
+            let bias = self.bias(inputs)?;
+            let (w, bias) = match affine {
+                // conv(x, w)·s + t = conv(x, w·s) + (b·s + t), per filter: the BatchNorm pass
+                // disappears into the weights and the bias.
+                Some(a) => {
+                    let mut w = w.to_vec();
+                    let per_filter = (w.len() / self.num_filter).max(1);
+                    for (row, &s) in w.chunks_mut(per_filter).zip(&a.scale) {
+                        row.iter_mut().for_each(|v| *v *= s);
+                    }
+                    let b: Vec<f32> = (0..self.num_filter)
+                        .map(|f| bias.map_or(0.0, |b| b[f]) * a.scale[f] + a.shift[f])
+                        .collect();
+                    (Cow::Owned(w), Some(b))
+                }
+                None => (Cow::Borrowed(w), None),
+            };
+            let packed = pack.then(|| PackedFilters::new(&w, self.num_filter, g.col_rows()));
+            Ok(Arc::new(ConvPrepared {
+                // The packed copy is all the kernel reads.
+                weight: match (&packed, w) {
+                    (None, Cow::Owned(w)) => Some(w),
+                    _ => None,
+                },
+                bias,
+                packed,
+            }))
+        };
+        Some(prepare())
+    }
+
+    fn forward_prepared(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        prepared: &Prepared,
+        epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        let p = prepared.downcast_ref::<ConvPrepared>()?;
+        let run = || -> Result<Vec<NDArray>> {
+            let data = inputs
+                .first()
+                .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?;
+            let bias = match &p.bias {
+                Some(b) => Some(b.as_slice()),
+                None => self.bias(inputs)?,
+            };
+            if let Some(packed) = &p.packed {
+                let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
+                let x = data.f32s(&format!("{}: data", self.op))?;
+                let mut y = vec![0.0f32; out_shape.iter().product()];
+                conv_forward_packed(&g, x, packed, bias, &mut y, epilogue)?;
+                return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
+            }
+            let w = match &p.weight {
+                Some(w) => w.as_slice(),
+                None => inputs
+                    .get(1)
+                    .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?
+                    .f32s(&format!("{}: weight", self.op))?,
+            };
+            self.forward_parts(ctx, data, w, bias, epilogue)
+        };
+        Some(run())
     }
 
     fn backward(

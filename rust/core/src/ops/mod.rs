@@ -191,7 +191,36 @@ pub trait Operator: Send + Sync + fmt::Debug {
     ) -> Option<Result<Vec<NDArray>>> {
         None
     }
+    /// For inference passes: state computed from the op's parameters (`inputs` after the data)
+    /// and `affine` (folded as in [`Operator::forward_affine`]) that
+    /// [`Operator::forward_prepared`] reuses while they stay the same — a convolution's weight
+    /// with BatchNorm folded in and packed for its kernel. The executor keeps it between
+    /// passes. `None`: nothing worth keeping (the executor runs `forward` / `forward_affine`).
+    fn prepare(
+        &self,
+        _ctx: &OpCtx,
+        _inputs: &[NDArray],
+        _affine: Option<&ChannelAffine>,
+    ) -> Option<Result<Prepared>> {
+        None
+    }
+    /// `forward` from `prepared` (made by [`Operator::prepare`] from these `inputs`' parameters;
+    /// the affine map it was made with, if any, included), then `epilogue` as in
+    /// [`Operator::forward_then`]. `None`: the op doesn't support it.
+    fn forward_prepared(
+        &self,
+        _ctx: &OpCtx,
+        _inputs: &[NDArray],
+        _prepared: &Prepared,
+        _epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        None
+    }
 }
+
+/// State an op derives from its parameters for repeated inference ([`Operator::prepare`]);
+/// only the op that made it reads it.
+pub type Prepared = Arc<dyn std::any::Any + Send + Sync>;
 
 /// A per-channel affine map y = x·scale[c] + shift[c] (BatchNorm at inference) and the other
 /// outputs the op would have produced alongside y.
@@ -341,6 +370,31 @@ impl Operator for Float32Compute {
     ) -> Option<Result<Vec<NDArray>>> {
         if all_f32(inputs) {
             self.0.forward_affine(ctx, inputs, affine, epilogue)
+        } else {
+            None
+        }
+    }
+    fn prepare(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: Option<&ChannelAffine>,
+    ) -> Option<Result<Prepared>> {
+        if all_f32(inputs) {
+            self.0.prepare(ctx, inputs, affine)
+        } else {
+            None
+        }
+    }
+    fn forward_prepared(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        prepared: &Prepared,
+        epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        if all_f32(inputs) {
+            self.0.forward_prepared(ctx, inputs, prepared, epilogue)
         } else {
             None
         }

@@ -231,6 +231,16 @@ impl NDArray {
         &self.data
     }
 
+    /// Whether `self` and `other` view one stored buffer with the same dtype and shape. While
+    /// both are held they keep the same values: a write to either copies the storage first
+    /// (copy-on-write), so a cache holding an array can tell it is still current.
+    pub fn same_storage(&self, other: &NDArray) -> bool {
+        let ptr = |d: &Data| with_data!(d, a => a.as_ptr().cast::<u8>());
+        self.dtype() == other.dtype()
+            && self.shape() == other.shape()
+            && ptr(&self.data) == ptr(&other.data)
+    }
+
     /// The typed array, if this array has element type `T`.
     pub fn typed<T: Storable>(&self) -> Option<&ArcArray<T, IxDyn>> {
         T::unwrap_ref(&self.data)

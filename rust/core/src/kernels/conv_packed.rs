@@ -1,0 +1,405 @@
+//! Convolution products over few output positions against a large weight — the deep layers of
+//! a CNN at batch-1 inference: 512 filters × 4608 column rows over 2×2 positions in ResNet-18
+//! at 64², 1024 → 2048 over 2×2 in ResNet-50. A general GEMM packs the whole weight on every
+//! call and then runs a handful of columns through it (25 GFLOP/s measured); here the weight
+//! is packed once ([`PackedFilters`], kept by the executor between passes) into panels of 16
+//! filters, and each step of the product broadcasts one column value against a panel row:
+//! the weight streams through once, the few positions stay in registers.
+
+use super::par::SERIAL_BELOW;
+use rayon::prelude::*;
+
+/// Filters per panel: one AVX-512 vector of float32.
+const LANES: usize = 16;
+
+/// A convolution weight `(filters, k)` (row-major, `k` = channels × kernel window) packed into
+/// panels of [`LANES`] filters: element `(f, r)` at `(f / LANES) · k · LANES + r · LANES +
+/// f % LANES`, the last panel zero-padded.
+#[derive(Clone, Debug)]
+pub struct PackedFilters {
+    data: Vec<f32>,
+    filters: usize,
+    k: usize,
+}
+
+impl PackedFilters {
+    /// Packs `w (filters, k)`. Panics if `w` is shorter than `filters · k`.
+    pub fn new(w: &[f32], filters: usize, k: usize) -> PackedFilters {
+        let panels = filters.div_ceil(LANES);
+        let mut data = vec![0.0f32; panels * k * LANES];
+        if k > 0 {
+            for (p, panel) in data.chunks_exact_mut(k * LANES).enumerate() {
+                for j in 0..(filters - p * LANES).min(LANES) {
+                    let src = &w[(p * LANES + j) * k..][..k];
+                    for (dst, &v) in panel[j..].iter_mut().step_by(LANES).zip(src) {
+                        *dst = v;
+                    }
+                }
+            }
+        }
+        PackedFilters { data, filters, k }
+    }
+
+    /// Number of filters (rows of the weight).
+    pub fn filters(&self) -> usize {
+        self.filters
+    }
+
+    /// Values per filter (columns of the weight).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    fn panels(&self) -> usize {
+        self.filters.div_ceil(LANES)
+    }
+}
+
+/// Where the product's outputs go: position `p` of the `positions` columns is sample `p / l`,
+/// offset `p % l`, and filter `f`'s value for it lands at `(p / l) · filters · l + f · l + p % l`
+/// of the `(samples, filters, l)` output (the NC(D)HW layout).
+#[derive(Clone, Copy)]
+struct OutLayout {
+    filters: usize,
+    l: usize,
+}
+
+impl OutLayout {
+    fn base(&self, p: usize) -> usize {
+        p / self.l * self.filters * self.l + p % self.l
+    }
+}
+
+/// `y = W · B (+ bias[f] per filter)` for `B (w.k() × positions)`, element `(r, p)` at
+/// `b[r · ldb + p]` (a column matrix, or for a 1×1 convolution the input itself), written into
+/// `y (samples, filters, l)` with `positions = samples · l` (see [`OutLayout`]). With `split`,
+/// the filters are shared among the pool's threads when the work is large enough. The
+/// products sum over `r` in order for every output, whatever the split.
+#[allow(clippy::too_many_arguments)]
+pub fn packed_product(
+    w: &PackedFilters,
+    b: &[f32],
+    ldb: usize,
+    positions: usize,
+    l: usize,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    split: bool,
+) {
+    let (f, k) = (w.filters, w.k);
+    assert!(
+        positions == 0
+            || (l > 0
+                && positions.is_multiple_of(l)
+                && (k == 0 || b.len() >= (k - 1) * ldb + positions)
+                && y.len() >= positions * f
+                && bias.is_none_or(|b| b.len() >= f)),
+        "packed conv product: operands too short"
+    );
+    if positions == 0 || f == 0 {
+        return;
+    }
+    let out = OutLayout { filters: f, l };
+    let panels = w.panels();
+    // Parts of whole panel groups (NV = 3 panels per tile), so a split never changes tiles.
+    let groups = panels.div_ceil(3);
+    let threads = rayon::current_num_threads();
+    let parts = if split && positions * f * k >= SERIAL_BELOW * 4 {
+        threads.min(groups)
+    } else {
+        1
+    };
+    let yp = SendPtr(y.as_mut_ptr());
+    let run = |part: usize| {
+        let (g0, g1) = (part * groups / parts, (part + 1) * groups / parts);
+        let (p0, p1) = (g0 * 3, (g1 * 3).min(panels));
+        // SAFETY: part `part` writes the outputs of filters p0·16.. only (disjoint parts), all
+        // inside `y` (checked above); `b` and the panels were checked or built to size.
+        unsafe { product_panels(w, p0..p1, b, ldb, positions, out, bias, yp.get()) };
+    };
+    if parts > 1 {
+        (0..parts).into_par_iter().for_each(run);
+    } else {
+        run(0);
+    }
+}
+
+/// A raw pointer the parts share; each writes its own filters' outputs.
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: only used to hand disjoint outputs of one buffer to scoped parallel parts.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+impl SendPtr {
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// The outputs of panels `panels` for every position: AVX-512 tiles when the CPU has them,
+/// else plain loops.
+///
+/// # Safety
+/// `y` holds the `(samples, filters, l)` output; `b` holds `k` rows of `positions` values
+/// `ldb` apart.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_panels(
+    w: &PackedFilters,
+    panels: std::ops::Range<usize>,
+    b: &[f32],
+    ldb: usize,
+    positions: usize,
+    out: OutLayout,
+    bias: Option<&[f32]>,
+    y: *mut f32,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F; the caller's contract covers the operands.
+        unsafe { avx512::product(w, panels, b, ldb, positions, out, bias, y) };
+        return;
+    }
+    // SAFETY: the caller's contract.
+    unsafe { product_plain(w, panels, b, ldb, positions, out, bias, y) };
+}
+
+/// Writes a tile's sums `acc[r][j]` (position `q + r`, filter `f0 + j`, `width` filters) into
+/// the output, adding the bias.
+///
+/// # Safety
+/// The positions and filters lie inside the output `y` describes (filters < out.filters).
+unsafe fn store(
+    acc: &[[f32; 3 * LANES]],
+    q: usize,
+    f0: usize,
+    width: usize,
+    out: OutLayout,
+    bias: Option<&[f32]>,
+    y: *mut f32,
+) {
+    let width = width.min(out.filters - f0);
+    for (r, row) in acc.iter().enumerate() {
+        let base = out.base(q + r);
+        for (j, &v) in row[..width].iter().enumerate() {
+            let f = f0 + j;
+            let v = v + bias.map_or(0.0, |b| b[f]);
+            // SAFETY: (f, q + r) is inside the output (the caller's contract).
+            unsafe { *y.add(base + f * out.l) = v };
+        }
+    }
+}
+
+/// Plain loops in the tiles' order (each output sums over `r` in order).
+///
+/// # Safety
+/// See [`product_panels`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn product_plain(
+    w: &PackedFilters,
+    panels: std::ops::Range<usize>,
+    b: &[f32],
+    ldb: usize,
+    positions: usize,
+    out: OutLayout,
+    bias: Option<&[f32]>,
+    y: *mut f32,
+) {
+    let k = w.k;
+    for p in panels {
+        let panel = &w.data[p * k * LANES..(p + 1) * k * LANES];
+        for q in 0..positions {
+            let mut acc = [[0.0f32; 3 * LANES]; 1];
+            for (r, wrow) in panel.chunks_exact(LANES).enumerate() {
+                let x = b[r * ldb + q];
+                acc[0][..LANES]
+                    .iter_mut()
+                    .zip(wrow)
+                    .for_each(|(s, &v)| *s += x * v);
+            }
+            // SAFETY: the caller's contract.
+            unsafe { store(&acc, q, p * LANES, LANES, out, bias, y) };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{store, OutLayout, PackedFilters, LANES};
+    use std::arch::x86_64::*;
+
+    /// One tile: `MR` consecutive positions (column values `b[r · ldb + i]`, i < MR) against
+    /// `NV` consecutive panels (`w`, `ps` apart), summed over all `k` rows; the `MR · NV`
+    /// accumulators stay in registers, and per row NV panel loads and MR broadcasts feed
+    /// MR · NV FMAs. The sums go to `acc`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile<const MR: usize, const NV: usize>(
+        b: *const f32,
+        ldb: usize,
+        k: usize,
+        w: *const f32,
+        ps: usize,
+        acc_out: &mut [[f32; 3 * LANES]; 8],
+    ) {
+        let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+        for r in 0..k {
+            let mut wv = [_mm512_setzero_ps(); NV];
+            for (v, x) in wv.iter_mut().enumerate() {
+                // SAFETY: panel v holds k rows of LANES values.
+                *x = unsafe { _mm512_loadu_ps(w.add(v * ps + r * LANES)) };
+            }
+            for (i, row) in acc.iter_mut().enumerate() {
+                // SAFETY: row r of the column matrix holds the tile's MR positions.
+                let x = _mm512_set1_ps(unsafe { *b.add(r * ldb + i) });
+                for (s, &y) in row.iter_mut().zip(&wv) {
+                    *s = _mm512_fmadd_ps(x, y, *s);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            for (v, &s) in row.iter().enumerate() {
+                // SAFETY: acc_out rows hold 3 · LANES ≥ NV · LANES values.
+                unsafe { _mm512_storeu_ps(acc_out[i].as_mut_ptr().add(v * LANES), s) };
+            }
+        }
+    }
+
+    /// Every tile of `MR` positions from `q` over panels `p0..p1`: NV = 3 panels at a time,
+    /// then the rest one by one.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn rows<const MR: usize, const NV: usize>(
+        w: &PackedFilters,
+        (p0, p1): (usize, usize),
+        b: *const f32,
+        ldb: usize,
+        q: usize,
+        out: OutLayout,
+        bias: Option<&[f32]>,
+        y: *mut f32,
+    ) {
+        let (k, ps) = (w.k, w.k * LANES);
+        let wp = w.data.as_ptr();
+        let mut acc = [[0.0f32; 3 * LANES]; 8];
+        let mut p = p0;
+        // SAFETY (all tiles): panels p.. exist, the positions q..q + MR are columns of b, and
+        // the stores stay inside the output (the caller's contract).
+        unsafe {
+            while p + NV <= p1 {
+                tile::<MR, NV>(b.add(q), ldb, k, wp.add(p * ps), ps, &mut acc);
+                store(&acc[..MR], q, p * LANES, NV * LANES, out, bias, y);
+                p += NV;
+            }
+            while p < p1 {
+                tile::<MR, 1>(b.add(q), ldb, k, wp.add(p * ps), ps, &mut acc);
+                store(&acc[..MR], q, p * LANES, LANES, out, bias, y);
+                p += 1;
+            }
+        }
+    }
+
+    /// See `product_panels`. Tiles of 8 positions × 3 panels keep 24 of the 32 vector
+    /// registers as accumulators; fewer positions take more panels at once where that fits.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F, and `product_panels`' contract.
+    #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn product(
+        w: &PackedFilters,
+        panels: std::ops::Range<usize>,
+        b: &[f32],
+        ldb: usize,
+        positions: usize,
+        out: OutLayout,
+        bias: Option<&[f32]>,
+        y: *mut f32,
+    ) {
+        let bp = b.as_ptr();
+        let pr = (panels.start, panels.end);
+        let mut q = 0;
+        // SAFETY: each call covers positions q.. that exist (the caller's contract).
+        unsafe {
+            while q + 8 <= positions {
+                rows::<8, 3>(w, pr, bp, ldb, q, out, bias, y);
+                q += 8;
+            }
+            match positions - q {
+                0 => {}
+                1 => rows::<1, 3>(w, pr, bp, ldb, q, out, bias, y),
+                2 => rows::<2, 3>(w, pr, bp, ldb, q, out, bias, y),
+                3 => rows::<3, 3>(w, pr, bp, ldb, q, out, bias, y),
+                4 => rows::<4, 3>(w, pr, bp, ldb, q, out, bias, y),
+                5 => rows::<5, 3>(w, pr, bp, ldb, q, out, bias, y),
+                6 => rows::<6, 3>(w, pr, bp, ldb, q, out, bias, y),
+                _ => rows::<7, 3>(w, pr, bp, ldb, q, out, bias, y),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both kernels against direct sums over every position remainder, panel remainder,
+    /// several samples, a column stride wider than the positions, and a thread split.
+    #[test]
+    fn products_match_direct_sums() {
+        for (f, k, samples, l, extra) in [
+            (5, 7, 1, 3, 0),
+            (16, 20, 1, 4, 2),
+            (50, 33, 2, 9, 0),
+            (97, 64, 3, 4, 5),
+            (48, 130, 1, 17, 0),
+            // large enough to split among threads
+            (97, 600, 3, 4, 1),
+        ] {
+            let positions = samples * l;
+            let ldb = positions + extra;
+            let w: Vec<f32> = (0..f * k)
+                .map(|i| ((i * 37) % 19) as f32 / 7.0 - 1.3)
+                .collect();
+            let b: Vec<f32> = (0..k * ldb)
+                .map(|i| ((i * 13) % 23) as f32 / 11.0 - 1.0)
+                .collect();
+            let bias: Vec<f32> = (0..f).map(|i| i as f32 * 0.25 - 2.0).collect();
+            let packed = PackedFilters::new(&w, f, k);
+            let out = OutLayout { filters: f, l };
+            let mut want = vec![0.0f64; positions * f];
+            for fi in 0..f {
+                for q in 0..positions {
+                    let s: f64 = (0..k)
+                        .map(|r| f64::from(w[fi * k + r]) * f64::from(b[r * ldb + q]))
+                        .sum();
+                    want[out.base(q) + fi * l] = s + f64::from(bias[fi]);
+                }
+            }
+            let mut fast = vec![f32::NAN; positions * f];
+            packed_product(&packed, &b, ldb, positions, l, Some(&bias), &mut fast, true);
+            let mut plain = vec![f32::NAN; positions * f];
+            // SAFETY: the operands have the sizes product_panels needs.
+            unsafe {
+                product_plain(
+                    &packed,
+                    0..packed.panels(),
+                    &b,
+                    ldb,
+                    positions,
+                    out,
+                    Some(&bias),
+                    plain.as_mut_ptr(),
+                )
+            };
+            for (i, &want) in want.iter().enumerate() {
+                for (name, got) in [("fast", fast[i]), ("plain", plain[i])] {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "{name} f{f} k{k} n{samples}x{l} [{i}]: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
