@@ -532,3 +532,41 @@ def test_default_begin_state_is_mxnets_zeros():
     node = json.loads(states[0].tojson())["nodes"][-1]
     assert node["op"] == "_zeros" and node["name"] == "lstm_begin_state_0"
     assert node["attrs"] == {"__layout__": "NC", "dtype": "float32", "shape": "(0, 4)"}
+
+
+def test_inference_forward_sees_every_parameter_change():
+    """The fused RNN keeps its packed weights between inference forwards: a parameter array
+    replaced, or written in place by the optimizer, must still be what the next inference
+    computes with (judged against a freshly bound module with the same parameters)."""
+    rng = np.random.default_rng(3)
+    cell = rnn.fused_rnn_cell(8, num_layers=2, mode="lstm", prefix="l_")
+    with warnings.catch_warnings():  # NTC is fine here (the advice is about speed)
+        warnings.simplefilter("ignore")
+        out, _ = rnn.unroll(cell, 5, inputs=mx.sym.variable("data"), layout="NTC", merge_outputs=True)
+    net = mx.sym.linear_regression_output(mx.sym.reshape(out, shape=(0, -1)), mx.sym.variable("label"), name="lro")
+    shapes = dict(data_shapes=[("data", (3, 5, 4))], label_shapes=[("label", (3, 40))])
+    mod = m.bind(m.module(net, label_names=["label"]), **shapes)
+    mod = m.init_params(mod, initializer=mx.init.uniform(0.5))
+    mod = m.init_optimizer(mod, optimizer="sgd", optimizer_params={"learning_rate": 0.5})
+    batch = mx.io.data_batch(data=[mx.nd.array(rng.standard_normal((3, 5, 4)))],
+                             label=[mx.nd.array(rng.standard_normal((3, 40)))])
+
+    def infer(module):
+        m.forward(module, batch, is_train=False)
+        return m.outputs_merged(module)[0].asnumpy()
+
+    def fresh():
+        f = m.bind(m.module(net, label_names=["label"]), for_training=False, **shapes)
+        return m.set_params(f, arg_params=m.get_params(mod)[0])
+
+    first = infer(mod)
+    np.testing.assert_array_equal(infer(mod), first)  # packed once, reused
+    m.forward_backward(mod, batch)
+    m.update(mod)  # writes the parameters
+    after = infer(mod)
+    assert not np.allclose(after, first)
+    np.testing.assert_array_equal(after, infer(fresh()))
+    args = m.get_params(mod)[0]
+    args["l_parameters"] = mx.nd.array(args["l_parameters"].asnumpy() * 0.5)
+    mod = m.set_params(mod, arg_params=args)  # a new array
+    np.testing.assert_array_equal(infer(mod), infer(fresh()))

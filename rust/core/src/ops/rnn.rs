@@ -5,11 +5,13 @@
 use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
 use crate::kernels::rnn::{
-    rnn_backward, rnn_forward, CellClip, RnnConfig, RnnDims, RnnFloat, RnnInputs, RnnMode,
+    rnn_backward, rnn_forward_packed, CellClip, PackedWeights, RnnConfig, RnnDims, RnnFloat,
+    RnnInputs, RnnMode,
 };
 use crate::tensor::random::seeded_uniform;
 use crate::tensor::{DType, NDArray, Storable};
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, Mutex};
 
 /// The entries of this family.
 pub static OPS: &[OpDef] = &[OpDef {
@@ -68,6 +70,52 @@ struct Rnn {
     p: f64,
     clip: Option<CellClip>,
     use_len: bool,
+    /// The weights packed by the last inference forward (see [`PackCache`]).
+    packed: PackCache,
+}
+
+/// The packed weights of the last inference forward and the parameter array they came
+/// from. Arrays are copy-on-write and this holds a clone of that one, so while the incoming
+/// parameters share its storage they hold the same values: any write to them would have
+/// made a copy first. Kept for inference only: in training the optimizer writes the
+/// parameters every step, and holding them would make each write a copy.
+#[derive(Default)]
+struct PackCache(Mutex<Option<(NDArray, Arc<dyn Any + Send + Sync>)>>);
+
+impl std::fmt::Debug for PackCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PackCache")
+    }
+}
+
+impl PackCache {
+    /// The packed weights of `params` for `dims`, kept or packed now.
+    fn get<T: RnnFloat + Storable>(
+        &self,
+        params: &NDArray,
+        dims: &RnnDims,
+    ) -> Result<Arc<PackedWeights<T>>> {
+        let values = params.values::<T>("RNN: parameters")?;
+        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((held, packed)) = slot.as_ref() {
+            let same = held
+                .values::<T>("RNN: parameters")
+                .is_ok_and(|h| h.as_ptr() == values.as_ptr() && h.len() == values.len());
+            if let (true, Ok(p)) = (same, Arc::clone(packed).downcast::<PackedWeights<T>>()) {
+                if p.fits(dims) {
+                    return Ok(p);
+                }
+            }
+        }
+        let packed = Arc::new(PackedWeights::new(dims, values)?);
+        *slot = Some((params.clone(), packed.clone()));
+        Ok(packed)
+    }
+
+    /// Forgets the kept weights (and the parameters they hold on to).
+    fn clear(&self) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
 }
 
 impl Rnn {
@@ -142,6 +190,7 @@ impl Rnn {
             p: prob,
             clip,
             use_len: q.use_sequence_length,
+            packed: PackCache::default(),
         })
     }
 
@@ -258,7 +307,19 @@ impl Rnn {
             c0,
             lens: &lens,
         };
-        let o = rnn_forward(&self.config(dims), &inp, masks.as_deref(), keep)?;
+        let packed = if keep || ctx.is_train {
+            self.packed.clear();
+            None
+        } else {
+            Some(self.packed.get::<T>(&cast[1], &dims)?)
+        };
+        let o = rnn_forward_packed(
+            &self.config(dims),
+            &inp,
+            masks.as_deref(),
+            keep,
+            packed.as_deref(),
+        )?;
         let dt = inputs[0].dtype();
         let state = [dims.layers * dims.dirs, dims.batch, dims.hidden];
         let mut outs =

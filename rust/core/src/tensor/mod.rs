@@ -146,10 +146,25 @@ pub struct NDArray {
 
 fn standard<T: Clone>(a: ArcArray<T, IxDyn>) -> ArcArray<T, IxDyn> {
     if a.is_standard_layout() {
-        a
-    } else {
-        a.as_standard_layout().to_owned().into_shared()
+        return a;
     }
+    let nd = a.ndim();
+    // Contiguous rows along the last axis (a swap of outer axes: the LSTM language model's
+    // (batch, time) ↔ (time, batch) around its RNN): copied row by row, in half the time
+    // of element by element.
+    if nd >= 2 && a.strides()[nd - 1] == 1 && a.shape()[nd - 1] >= 8 {
+        let mut v = Vec::with_capacity(a.len());
+        for lane in a.lanes(Axis(nd - 1)) {
+            match lane.as_slice() {
+                Some(row) => v.extend_from_slice(row),
+                None => v.extend(lane.iter().cloned()),
+            }
+        }
+        if let Ok(out) = ArrayD::from_shape_vec(a.raw_dim(), v) {
+            return out.into_shared();
+        }
+    }
+    a.as_standard_layout().to_owned().into_shared()
 }
 
 /// Normalises a possibly negative axis for an array of rank `ndim`.

@@ -1,6 +1,7 @@
 //! Forward of the fused recurrent layers: per layer and direction one input-projection GEMM,
 //! then per step one recurrent product and the gate math, the hidden units cut among threads.
 
+use super::packed::{folded_bias, wh_panels, PackedLayer, PackedWeights};
 use super::panel::Panels;
 use super::{cells, put_columns, step_time, CellClip, RnnConfig, RnnFloat, RnnInputs, RnnMode};
 use super::{Slices, Wide};
@@ -38,6 +39,8 @@ pub(super) struct Layer<'a, T> {
     /// Each sample's length.
     pub lens: &'a [usize],
     pub reverse: bool,
+    /// Its weights packed by an earlier call ([`PackedWeights`]), if kept.
+    pub packed: Option<&'a PackedLayer<T>>,
 }
 
 impl<'a, T: RnnFloat> Layer<'a, T> {
@@ -66,6 +69,7 @@ impl<'a, T: RnnFloat> Layer<'a, T> {
             c0: inp.c0.map(|c| &c[s..s + dm.batch * h]),
             lens: inp.lens,
             reverse: d == 1,
+            packed: None,
         }
     }
 }
@@ -79,7 +83,21 @@ pub fn rnn_forward<T: RnnFloat>(
     masks: Option<&[T]>,
     keep: bool,
 ) -> Result<RnnOutputs<T>> {
-    let run = || forward_layers(cfg, inp, masks, keep);
+    rnn_forward_packed(cfg, inp, masks, keep, None)
+}
+
+/// [`rnn_forward`] with the weights already packed (from `inp.params`, for `cfg.dims`: the
+/// caller vouches that they are the same values; sizes that `packed` does not fit are
+/// packed afresh).
+pub fn rnn_forward_packed<T: RnnFloat>(
+    cfg: &RnnConfig,
+    inp: &RnnInputs<T>,
+    masks: Option<&[T]>,
+    keep: bool,
+    packed: Option<&PackedWeights<T>>,
+) -> Result<RnnOutputs<T>> {
+    let packed = packed.filter(|p| p.fits(&cfg.dims));
+    let run = || forward_layers(cfg, inp, masks, keep, packed);
     if cfg.dims.threaded() {
         // One hand-over into the pool for the whole call: from a caller's thread each
         // parallel part (two per layer) would pay one, 25–75 µs each.
@@ -94,6 +112,7 @@ fn forward_layers<T: RnnFloat>(
     inp: &RnnInputs<T>,
     masks: Option<&[T]>,
     keep: bool,
+    packed: Option<&PackedWeights<T>>,
 ) -> Result<RnnOutputs<T>> {
     let dm = cfg.dims;
     dm.check_sizes()?;
@@ -137,11 +156,13 @@ fn forward_layers<T: RnnFloat>(
         } else {
             (&mut [][..], &mut [][..])
         };
-        let fwd = Layer::new(cfg, inp, x, l, 0);
+        let mut fwd = Layer::new(cfg, inp, x, l, 0);
+        fwd.packed = packed.map(|p| p.layer(l, 0));
         let out = if nd == 1 {
             layer_forward(cfg, &fwd, keep.then_some(&mut c_a[..]), hy_a, cy_a)?
         } else {
-            let bwd = Layer::new(cfg, inp, x, l, 1);
+            let mut bwd = Layer::new(cfg, inp, x, l, 1);
+            bwd.packed = packed.map(|p| p.layer(l, 1));
             // The two directions only share their input: run them side by side.
             let (a, b) = rayon::join(
                 || layer_forward(cfg, &fwd, keep.then_some(&mut c_a[..]), hy_a, cy_a),
@@ -189,33 +210,41 @@ pub(super) fn layer_forward<T: RnnFloat>(
     let (steps, n, h, gw) = (dm.seq, dm.batch, dm.hidden, dm.gate_width());
     let gates = dm.mode.gates();
     let lstm = dm.mode == RnnMode::Lstm;
-    // The input projection of every step at once, with the biases folded in: both of every
-    // gate, except GRU's n gate, whose recurrent bias sits inside r·(Wh_n·h' + b_hn). The
-    // product is added to rows of the biases (no zero fill, no second pass).
-    let folded = if dm.mode == RnnMode::Gru { 2 * h } else { gw };
-    let bias: Vec<T> = (0..gw)
-        .map(|j| a.bx[j] + if j < folded { a.bh[j] } else { T::zero() })
-        .collect();
-    let mut xw = par::tiled(&bias, steps * n);
-    gemm(
-        MatRef::row_major(a.x, steps * n, a.in_w),
-        MatRef::row_major(a.wx, gw, a.in_w).t(),
-        &mut xw,
-        true,
-    )?;
-    // Each slice's recurrent weights, its units of every gate side by side: column
-    // g·uc + j is unit u0 + j of gate g.
+    // The input projection of every step at once, with the biases folded in.
+    let xw = match a.packed {
+        Some(p) => {
+            // Against the kept panels of W_i2h, then the biases added row by row.
+            let rows = steps * n;
+            let w = p.wx.width();
+            let mut product = vec![T::zero(); rows * w];
+            T::panel_product(a.x, a.in_w, rows, &p.wx, &mut product);
+            product
+                .chunks_exact(w)
+                .flat_map(|r| r[..gw].iter().zip(&p.bias).map(|(&v, &b)| v + b))
+                .collect()
+        }
+        None => {
+            // Added to rows of the biases (no zero fill, no second pass).
+            let bias = folded_bias(dm, a.bx, a.bh);
+            let mut xw = par::tiled(&bias, steps * n);
+            gemm(
+                MatRef::row_major(a.x, steps * n, a.in_w),
+                MatRef::row_major(a.wx, gw, a.in_w).t(),
+                &mut xw,
+                true,
+            )?;
+            xw
+        }
+    };
     let slices = Slices::new(h, n, h, gates);
-    let panels: Vec<Panels<T>> = slices
-        .ranges
-        .iter()
-        .map(|&(u0, u1)| {
-            let uc = u1 - u0;
-            Panels::from_columns(h, gates * uc, |j| {
-                &a.wh[(j / uc * h + u0 + j % uc) * h..][..h]
-            })
-        })
-        .collect();
+    let own: Vec<Panels<T>>;
+    let panels: &[Panels<T>] = match a.packed {
+        Some(p) if p.ranges == slices.ranges => &p.wh,
+        _ => {
+            own = wh_panels(a.wh, &slices, dm);
+            &own
+        }
+    };
     let widest = panels.iter().map(Panels::width).max().unwrap_or(0);
     // The state by parity of the step: step i reads half i % 2 and writes the other.
     let mut states = vec![T::zero(); 2 * n * h];
@@ -233,7 +262,7 @@ pub(super) fn layer_forward<T: RnnFloat>(
         a,
         xw: &xw,
         slices: &slices,
-        panels: &panels,
+        panels,
         widest,
         states: Shared::new(&mut states),
         cells: Shared::new(&mut cells),

@@ -13,12 +13,14 @@
 mod backward;
 mod cells;
 mod forward;
+mod packed;
 mod panel;
 #[cfg(test)]
 mod tests;
 
 pub use backward::{rnn_backward, RnnGrads};
-pub use forward::{rnn_forward, RnnOutputs};
+pub use forward::{rnn_forward, rnn_forward_packed, RnnOutputs};
+pub use packed::PackedWeights;
 
 use super::gemm::GemmScalar;
 use super::tuning::RNN_STEP_PARALLEL_ABOVE;

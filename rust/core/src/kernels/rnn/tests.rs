@@ -414,3 +414,33 @@ fn float32_threads_match_float64() {
         near("dc0", &g2.dc0, &g.dc0);
     }
 }
+
+/// Weights packed once serve any number of steps of every mode and direction, with the
+/// same results as packing per call; they fit only the sizes they were packed for.
+#[test]
+fn packed_weights_match_packing_per_call() {
+    for mode in [RnnMode::Lstm, RnnMode::Gru, RnnMode::RnnTanh] {
+        let mut c = Case::new(dims(mode, 2, 2, 4, 2, 5), 120);
+        let packed = PackedWeights::new(&c.cfg.dims, &c.params).unwrap();
+        let close = |a: &[f64], b: &[f64]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-12)
+        };
+        for seq in [4, 1, 7] {
+            c.cfg.dims.seq = seq;
+            c.x = values(seq * 2 * 5, 121);
+            c.lens = vec![seq, seq.div_ceil(2)];
+            let fresh = rnn_forward(&c.cfg, &c.inputs(), None, false).unwrap();
+            let kept = rnn_forward_packed(&c.cfg, &c.inputs(), None, false, Some(&packed)).unwrap();
+            assert!(
+                close(&fresh.y, &kept.y) && close(&fresh.hy, &kept.hy),
+                "{mode:?} T={seq}"
+            );
+            assert!(close(&fresh.cy, &kept.cy));
+        }
+        assert!(!packed.fits(&RnnDims {
+            batch: 3,
+            ..c.cfg.dims
+        }));
+        assert!(PackedWeights::new(&c.cfg.dims, &c.params[1..]).is_err());
+    }
+}
