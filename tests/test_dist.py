@@ -194,6 +194,9 @@ def test_kvstore_on_two_workers(tmp_path):
         assert 'parameter "fc1_weight" across workers' in r["bad_param"], r["bad_param"]
         assert "(8, 5)" in r["bad_param"] and "(10, 5) float32 on rank 1" in r["bad_param"]
         assert '"dist_async" is not supported' in r["async"]
+        assert "bucket 2 differs from the default bucket 1" in r["bucket_other_params"]
+        assert "extra: ['fc_extra_bias', 'fc_extra_weight']" in r["bucket_other_params"]
+    assert r0["bucket_same_params"] == r1["bucket_same_params"]  # one sum, one update
 
 
 @needs_mpi

@@ -4,9 +4,11 @@ parameters by name, the optimizer and its states, and the dispatch that lets eve
 
 Buckets may differ in their parameters (SPEC §8): every name has one value, held by one
 bucket's module. The bucket switched to adopts the names it has from whichever buckets hold
-them (the arrays move, no data is copied; the buckets they left keep empty placeholders), and
+them (the arrays move, no data is copied; the buckets they left keep empty slots), and
 names no bucket holds are created with the initializer ``init_params`` used. MXNet 1.9.1
 raises a KeyError for a bucket parameter its default bucket lacks; going beyond it is intended.
+With several workers (a dist kvstore) every bucket must have the default bucket's parameters:
+one collective sums the current bucket's gradients on all workers.
 
 ``mxfn.module`` exposes ``DISPATCHING`` (function name → the version that also takes a
 BucketingModule) in place of ``mxfn._module``'s Module-only functions.
@@ -183,6 +185,7 @@ def _switch(mod, bucket_key, data_shapes, label_shapes, new=None):
         _flush(new)
         shapes = _shapes_of(new)
         _check_shapes(mod, bucket_key, shapes)
+        _check_workers_share(mod, bucket_key, new)
         _gather(mod, bucket_key, new)  # validates before it moves anything
         mod._buckets[bucket_key] = new
         for n, s in shapes.items():
@@ -215,6 +218,20 @@ def _check_shapes(mod, key, shapes):
             raise MXFNError(f'module.switch_bucket: parameter "{n}" has shape {s} in bucket {key!r} '
                             f"but {seen[0]} in bucket {seen[1]!r}; buckets share parameters by name, "
                             f"so give it the same shape in every bucket or another name")
+
+
+def _check_workers_share(mod, key, b: Module):
+    """Several workers sum each update's gradients in one collective over the current bucket's
+    parameters, so workers in different buckets must have the same parameter names: a bucket
+    whose names differ from the default bucket's is refused (not left to a mismatched sum)."""
+    if mod._default._dist is None or b is mod._default:
+        return
+    mine, default = set(param_names(b)), set(param_names(mod._default))
+    if mine != default:
+        raise MXFNError(f"module.switch_bucket: bucket {key!r} differs from the default bucket "
+                        f"{mod._default_key!r} in its parameters (extra: {sorted(mine - default)}, "
+                        f"missing: {sorted(default - mine)}); with several workers (a dist "
+                        f"kvstore) every bucket must have the default bucket's parameters")
 
 
 def _set_indices(mod, b: Module):
@@ -331,6 +348,7 @@ def _bm_init_optimizer(mod, opts=None, /, **kw):
         _orig["init_optimizer"](d, opts, **kw)
         for k, b in mod._buckets.items():
             if k != mod._default_key:
+                _check_workers_share(mod, k, b)
                 _orig["borrow_optimizer"](b, d)
     finally:
         _gather(mod, cur)

@@ -1,6 +1,7 @@
 """Two workers through mx.kvstore directly: rank / num_workers / barrier, init takes rank 0's
 values, push sums over devices and workers (with and without an optimizer), mismatched keys
-and module parameters are found at init naming them. Writes <out>/kv_api_<rank>.json."""
+and module parameters are found at init naming them, buckets whose parameters differ are
+refused. Writes <out>/kv_api_<rank>.json."""
 import json
 import sys
 
@@ -56,6 +57,29 @@ try:
     m.init_optimizer(mod, kvstore="dist_sync")
 except mx.MXFNError as e:
     res["bad_param"] = str(e)
+
+# buckets on several workers: one collective sums the current bucket's gradients, so a bucket
+# whose parameters differ from the default bucket's is refused; one with the same ones trains.
+def bucket_gen(key):
+    h = mx.sym.fully_connected(mx.sym.variable("data"), num_hidden=4, name="fc")
+    if key == 2:
+        h = mx.sym.fully_connected(h, num_hidden=4, name="fc_extra")
+    return mx.sym.softmax_output(h, name="softmax"), ("data",), ("softmax_label",)
+
+
+bm = m.bucketing_module(bucket_gen, default_bucket_key=1)
+m.bind(bm, data_shapes=[("data", (4, 5))], label_shapes=[("softmax_label", (4,))])
+m.init_params(bm)
+m.init_optimizer(bm, kvstore="dist_sync")
+m.switch_bucket(bm, 3, data_shapes=[("data", (4, 5))], label_shapes=[("softmax_label", (4,))])
+batch = mx.io.data_batch(data=[mx.nd.ones((4, 5))], label=[mx.nd.zeros(4)], bucket_key=3)
+m.forward_backward(bm, batch)
+m.update(bm)
+res["bucket_same_params"] = m.get_params(bm)[0]["fc_weight"].asnumpy().tolist()
+try:
+    m.switch_bucket(bm, 2, data_shapes=[("data", (4, 5))], label_shapes=[("softmax_label", (4,))])
+except mx.MXFNError as e:
+    res["bucket_other_params"] = str(e)
 try:
     mx.kvstore.create("dist_async")
 except mx.MXFNError as e:

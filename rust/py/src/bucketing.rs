@@ -36,7 +36,7 @@ fn values(given: HashMap<String, PyRef<'_, Handle>>) -> BTreeMap<String, NDArray
 }
 
 /// Makes `h`'s module whole: for each `(holder, names)` of `adopt` the names' arrays move
-/// from the holder's module to `h`'s (the holder keeps placeholders); `given` values are set.
+/// from the holder's module to `h`'s (the holder's slots are left empty); `given` values are set.
 #[pyfunction]
 fn mod_assemble_params(
     py: Python<'_>,

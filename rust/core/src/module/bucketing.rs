@@ -2,7 +2,7 @@
 //!
 //! Every parameter name has one array (per device) across all buckets: the bucket that is
 //! current holds it, and the bucket switched to adopts it (a reference-counted handle, no data
-//! copy). The bucket it came from keeps an empty placeholder instead: arrays have value
+//! copy). The bucket it came from keeps an empty array in the vacated slot instead: arrays have value
 //! semantics (an update of a shared buffer copies it first), so a stale reference left in a
 //! bucket that is not current would cost a copy of the parameters per bucket and a copy per
 //! update. Buckets may differ in their parameter sets; the bucketing layer (mxfn.module) knows
@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 /// Where a bucket's parameters come from: the names `module` holds now.
 pub type Adopt<'a> = (&'a mut Module, Vec<String>);
 
-/// An empty array standing in for a parameter another bucket holds.
-fn placeholder(like: &NDArray) -> NDArray {
+/// The empty array a vacated slot holds: its parameter now lives in another bucket.
+fn vacated(like: &NDArray) -> NDArray {
     NDArray::zeros(&[0], like.dtype())
 }
 
@@ -146,7 +146,7 @@ impl Module {
 
     /// Makes this bucket's parameters whole: the names listed for each other bucket's module
     /// are taken from it (their arrays and gradients move here, no data copy; that module
-    /// keeps placeholders for them), `given` values (params and auxiliary states by name) are
+    /// keeps vacated slots for them), `given` values (params and auxiliary states by name) are
     /// set, and every other name must already hold a value here. Everything is checked first
     /// (names, shapes, contexts); on success the parameters count as initialised.
     pub fn assemble_params(
@@ -215,14 +215,14 @@ impl Module {
                     if let Some(i) = s.arg_names().iter().position(|x| x == n) {
                         let j = dst.arg_names().iter().position(|x| x == n);
                         let Some(j) = j else { continue };
-                        let p = placeholder(&s.arg_arrays[i]);
+                        let p = vacated(&s.arg_arrays[i]);
                         let v = std::mem::replace(&mut s.arg_arrays[i], p);
                         dst.arg_arrays[j] = v.astype(dst.arg_arrays[j].dtype());
                         // Buckets share gradients too (SPEC §8): with grad_req "add" they
                         // accumulate across buckets until the next update, as MXNet's shared
                         // arrays do. A bucket bound without gradients passes none on.
                         let g = s.grad_arrays[i].as_mut().map(|g| {
-                            let p = placeholder(g);
+                            let p = vacated(g);
                             std::mem::replace(g, p)
                         });
                         if let Some(slot) = dst.grad_arrays[j].as_mut() {
@@ -234,7 +234,7 @@ impl Module {
                     } else if let Some(i) = s.aux_names().iter().position(|x| x == n) {
                         let j = dst.aux_names().iter().position(|x| x == n);
                         let Some(j) = j else { continue };
-                        let p = placeholder(&s.aux_arrays[i]);
+                        let p = vacated(&s.aux_arrays[i]);
                         let v = std::mem::replace(&mut s.aux_arrays[i], p);
                         dst.aux_arrays[j] = v.astype(dst.aux_arrays[j].dtype());
                     }
@@ -281,8 +281,7 @@ impl Module {
         Ok(())
     }
 
-    /// Sets `n` on every device, by position: the slot may hold a placeholder (a vacated
-    /// name), which `Executor::set_arg` would reject for its shape.
+    /// Sets `n` on every device, by position: the slot may be vacated (an empty array), which `Executor::set_arg` would reject for its shape.
     fn put_value(&mut self, n: &str, v: &NDArray) {
         for exe in &mut self.execs {
             let ctx = exe.context();
@@ -419,7 +418,7 @@ mod tests {
         }
         let wb = b.execs[0].arg("fc_weight").unwrap();
         assert_eq!(wb.f32s("b").unwrap().as_ptr(), ptr);
-        // a keeps placeholders only, and reports its bound shapes still
+        // a keeps vacated slots only, and reports its bound shapes still
         assert_eq!(a.execs[0].arg("fc_weight").unwrap().shape(), &[0]);
         assert_eq!(a.param_shapes().unwrap().0[0].1, vec![2, 3]);
         assert!(a.held_params(&names(&a)).unwrap().0.is_empty());

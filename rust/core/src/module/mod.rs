@@ -111,7 +111,7 @@ pub struct Module {
     comm: CommStats,
     /// Parameters and auxiliary states whose arrays another bucket's module took over
     /// (see [`Module::assemble_params`]), with their bound shapes: their slots hold empty
-    /// placeholders until they are adopted back.
+    /// arrays until they are adopted back.
     vacant: BTreeMap<String, Vec<usize>>,
     /// The optimizer index of each parameter (by position in `param_names`); empty means
     /// the position itself. A BucketingModule gives every bucket one index per name.
