@@ -535,9 +535,10 @@ def test_default_begin_state_is_mxnets_zeros():
 
 
 def test_inference_forward_sees_every_parameter_change():
-    """The fused RNN keeps its packed weights between inference forwards: a parameter array
-    replaced, or written in place by the optimizer, must still be what the next inference
-    computes with (judged against a freshly bound module with the same parameters)."""
+    """The fused RNN's packed weights are kept between the inference forwards of a module bound
+    for inference: a parameter array replaced, or written in place by the optimizer, must still
+    be what the next inference computes with (judged against a freshly bound module with the
+    same parameters)."""
     rng = np.random.default_rng(3)
     cell = rnn.fused_rnn_cell(8, num_layers=2, mode="lstm", prefix="l_")
     with warnings.catch_warnings():  # NTC is fine here (the advice is about speed)
@@ -555,9 +556,9 @@ def test_inference_forward_sees_every_parameter_change():
         m.forward(module, batch, is_train=False)
         return m.outputs_merged(module)[0].asnumpy()
 
-    def fresh():
+    def fresh(args=None):
         f = m.bind(m.module(net, label_names=["label"]), for_training=False, **shapes)
-        return m.set_params(f, arg_params=m.get_params(mod)[0])
+        return m.set_params(f, arg_params=m.get_params(mod)[0] if args is None else args)
 
     first = infer(mod)
     np.testing.assert_array_equal(infer(mod), first)  # packed once, reused
@@ -570,3 +571,11 @@ def test_inference_forward_sees_every_parameter_change():
     args["l_parameters"] = mx.nd.array(args["l_parameters"].asnumpy() * 0.5)
     mod = m.set_params(mod, arg_params=args)  # a new array
     np.testing.assert_array_equal(infer(mod), infer(fresh()))
+    pred = fresh()  # keeps its packed weights
+    kept = infer(pred)
+    np.testing.assert_array_equal(infer(pred), kept)
+    args["l_parameters"] = mx.nd.array(args["l_parameters"].asnumpy() * 2.0)
+    pred = m.set_params(pred, arg_params=args)
+    after = infer(pred)
+    assert not np.allclose(after, kept)
+    np.testing.assert_array_equal(after, infer(fresh(args)))

@@ -745,7 +745,7 @@ impl Executor {
         };
         let cacheable = self.params_bound(si) && self.params_bound(j);
         let made = if cacheable {
-            let keys: Vec<NDArray> = ins[1..]
+            let keys: Vec<NDArray> = ins[conv_inst.prepared_from(ins.len())]
                 .iter()
                 .chain(&params)
                 .chain(&aux)
@@ -783,14 +783,15 @@ impl Executor {
     ) -> Option<Result<(Vec<NDArray>, Option<usize>)>> {
         let node = &self.steps[si].node;
         let inst = node.inst.as_ref()?;
-        if ins.len() < 2 || !self.params_bound(si) {
+        let keys = inst.prepared_from(ins.len());
+        if keys.is_empty() || !self.params_bound(si) {
             return None;
         }
         let make = || {
             inst.prepare(ctx, ins, None)
                 .map(|r| r.map(|p| (p, Vec::new())).map_err(|e| with_node(e, node)))
         };
-        let (prepared, _) = match self.prepared.get_or_make(si, &ins[1..], make)? {
+        let (prepared, _) = match self.prepared.get_or_make(si, &ins[keys], make)? {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
         };
@@ -803,12 +804,16 @@ impl Executor {
         )
     }
 
-    /// Whether every input of step `si` after its data (its parameters; aux states are always
-    /// bound) is a bound array rather than another op's output.
+    /// Whether the inputs step `si` prepares from (its parameters, see
+    /// [`ops::Operator::prepared_from`]; aux states are always bound) are bound arrays rather
+    /// than other ops' outputs.
     fn params_bound(&self, si: usize) -> bool {
         let step = &self.steps[si];
         let na = step.node.num_arguments().min(step.inputs.len());
-        step.inputs[1.min(na)..na]
+        let Some(inst) = step.node.inst.as_ref() else {
+            return false;
+        };
+        step.inputs[inst.prepared_from(na)]
             .iter()
             .all(|&(s, _)| self.steps[s].var.is_some())
     }

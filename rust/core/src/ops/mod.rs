@@ -191,11 +191,12 @@ pub trait Operator: Send + Sync + fmt::Debug {
     ) -> Option<Result<Vec<NDArray>>> {
         None
     }
-    /// For inference passes: state computed from the op's parameters (`inputs` after the data)
-    /// and `affine` (folded as in [`Operator::forward_affine`]) that
-    /// [`Operator::forward_prepared`] reuses while they stay the same — a convolution's weight
-    /// with BatchNorm folded in and packed for its kernel. The executor keeps it between
-    /// passes. `None`: nothing worth keeping (the executor runs `forward` / `forward_affine`).
+    /// For inference passes: state computed from the op's parameters (the inputs at
+    /// [`Operator::prepared_from`]) and `affine` (folded as in [`Operator::forward_affine`])
+    /// that [`Operator::forward_prepared`] reuses while they stay the same — a convolution's
+    /// weight with BatchNorm folded in and packed for its kernel, a recurrent layer's weights
+    /// packed for its products. The executor keeps it between passes. `None`: nothing worth
+    /// keeping (the executor runs `forward` / `forward_affine`).
     fn prepare(
         &self,
         _ctx: &OpCtx,
@@ -203,6 +204,11 @@ pub trait Operator: Send + Sync + fmt::Debug {
         _affine: Option<&ChannelAffine>,
     ) -> Option<Result<Prepared>> {
         None
+    }
+    /// Which of `n` inputs [`Operator::prepare`] derives its state from: the executor keeps
+    /// that state while these very arrays come in. Default: every input after the data.
+    fn prepared_from(&self, n: usize) -> std::ops::Range<usize> {
+        1.min(n)..n
     }
     /// `forward` from `prepared` (made by [`Operator::prepare`] from these `inputs`' parameters;
     /// the affine map it was made with, if any, included), then `epilogue` as in
@@ -385,6 +391,9 @@ impl Operator for Float32Compute {
         } else {
             None
         }
+    }
+    fn prepared_from(&self, n: usize) -> std::ops::Range<usize> {
+        self.0.prepared_from(n)
     }
     fn forward_prepared(
         &self,

@@ -2,7 +2,10 @@
 //! bidirectional, with sequence lengths, LSTM cell clipping and dropout between layers).
 //! The numeric loops are `kernels::rnn`.
 
-use super::{check_or_fill, known, MaybeShape, OpCtx, OpDef, Operator, Params};
+use super::{
+    check_or_fill, known, ChannelAffine, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params,
+    Prepared,
+};
 use crate::error::{Error, Result};
 use crate::kernels::rnn::{
     rnn_backward, rnn_forward_packed, CellClip, PackedWeights, RnnConfig, RnnDims, RnnFloat,
@@ -10,8 +13,7 @@ use crate::kernels::rnn::{
 };
 use crate::tensor::random::seeded_uniform;
 use crate::tensor::{DType, NDArray, Storable};
-use std::any::Any;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The entries of this family.
 pub static OPS: &[OpDef] = &[OpDef {
@@ -70,52 +72,6 @@ struct Rnn {
     p: f64,
     clip: Option<CellClip>,
     use_len: bool,
-    /// The weights packed by the last inference forward (see [`PackCache`]).
-    packed: PackCache,
-}
-
-/// The packed weights of the last inference forward and the parameter array they came
-/// from. Arrays are copy-on-write and this holds a clone of that one, so while the incoming
-/// parameters share its storage they hold the same values: any write to them would have
-/// made a copy first. Kept for inference only: in training the optimizer writes the
-/// parameters every step, and holding them would make each write a copy.
-#[derive(Default)]
-struct PackCache(Mutex<Option<(NDArray, Arc<dyn Any + Send + Sync>)>>);
-
-impl std::fmt::Debug for PackCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PackCache")
-    }
-}
-
-impl PackCache {
-    /// The packed weights of `params` for `dims`, kept or packed now.
-    fn get<T: RnnFloat + Storable>(
-        &self,
-        params: &NDArray,
-        dims: &RnnDims,
-    ) -> Result<Arc<PackedWeights<T>>> {
-        let values = params.values::<T>("RNN: parameters")?;
-        let mut slot = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((held, packed)) = slot.as_ref() {
-            let same = held
-                .values::<T>("RNN: parameters")
-                .is_ok_and(|h| h.as_ptr() == values.as_ptr() && h.len() == values.len());
-            if let (true, Ok(p)) = (same, Arc::clone(packed).downcast::<PackedWeights<T>>()) {
-                if p.fits(dims) {
-                    return Ok(p);
-                }
-            }
-        }
-        let packed = Arc::new(PackedWeights::new(dims, values)?);
-        *slot = Some((params.clone(), packed.clone()));
-        Ok(packed)
-    }
-
-    /// Forgets the kept weights (and the parameters they hold on to).
-    fn clear(&self) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    }
 }
 
 impl Rnn {
@@ -190,7 +146,6 @@ impl Rnn {
             p: prob,
             clip,
             use_len: q.use_sequence_length,
-            packed: PackCache::default(),
         })
     }
 
@@ -270,12 +225,14 @@ impl Rnn {
         self.dims(node, inputs[0].shape())
     }
 
-    /// Forward in element type `T`.
+    /// Forward in element type `T`; `packed`: the weights packed ahead (see
+    /// [`Operator::prepare`]), else they are packed for this call.
     fn forward_as<T: RnnFloat + Storable>(
         &self,
         ctx: &OpCtx,
         inputs: &[NDArray],
         keep: bool,
+        packed: Option<&PackedWeights<T>>,
     ) -> Result<Vec<NDArray>> {
         let dims = self.check_shapes(ctx.node, inputs)?;
         let lens = self.lengths(ctx.node, inputs, &dims)?;
@@ -307,19 +264,7 @@ impl Rnn {
             c0,
             lens: &lens,
         };
-        let packed = if keep || ctx.is_train {
-            self.packed.clear();
-            None
-        } else {
-            Some(self.packed.get::<T>(&cast[1], &dims)?)
-        };
-        let o = rnn_forward_packed(
-            &self.config(dims),
-            &inp,
-            masks.as_deref(),
-            keep,
-            packed.as_deref(),
-        )?;
+        let o = rnn_forward_packed(&self.config(dims), &inp, masks.as_deref(), keep, packed)?;
         let dt = inputs[0].dtype();
         let state = [dims.layers * dims.dirs, dims.batch, dims.hidden];
         let mut outs =
@@ -368,7 +313,7 @@ impl Rnn {
                 need_grad: ctx.need_grad,
             };
             dropout = false;
-            again = self.forward_as::<T>(&ctx, inputs, true)?;
+            again = self.forward_as::<T>(&ctx, inputs, true, None)?;
             &again[..]
         };
         let cast = |x: &NDArray| x.astype(T::DTYPE);
@@ -558,9 +503,62 @@ impl Operator for Rnn {
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
         match Self::compute_dtype(inputs[0].dtype()) {
-            DType::Float64 => self.forward_as::<f64>(ctx, inputs, ctx.is_train),
-            _ => self.forward_as::<f32>(ctx, inputs, ctx.is_train),
+            DType::Float64 => self.forward_as::<f64>(ctx, inputs, ctx.is_train, None),
+            _ => self.forward_as::<f32>(ctx, inputs, ctx.is_train, None),
         }
+    }
+
+    /// Only the parameter vector: the states and lengths change from call to call.
+    fn prepared_from(&self, n: usize) -> std::ops::Range<usize> {
+        1.min(n)..2.min(n)
+    }
+
+    /// Every layer's weights packed for the forward products (a transpose of each weight
+    /// matrix: over a quarter of a one-sequence call when redone every time).
+    fn prepare(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: Option<&ChannelAffine>,
+    ) -> Option<Result<Prepared>> {
+        if affine.is_some() || inputs.len() < 2 {
+            return None;
+        }
+        fn pack<T: RnnFloat + Storable>(dims: &RnnDims, params: &NDArray) -> Result<Prepared> {
+            let params = params.astype(T::DTYPE);
+            let values = params.values::<T>("RNN: parameters")?;
+            Ok(Arc::new(PackedWeights::new(dims, values)?))
+        }
+        let dims = match self.check_shapes(ctx.node, inputs) {
+            Ok(d) => d,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(match Self::compute_dtype(inputs[0].dtype()) {
+            DType::Float64 => pack::<f64>(&dims, &inputs[1]),
+            _ => pack::<f32>(&dims, &inputs[1]),
+        })
+    }
+
+    fn forward_prepared(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        prepared: &Prepared,
+        epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        if epilogue.is_some() || ctx.is_train {
+            return None;
+        }
+        Some(match Self::compute_dtype(inputs[0].dtype()) {
+            DType::Float64 => {
+                let packed = prepared.downcast_ref::<PackedWeights<f64>>();
+                self.forward_as::<f64>(ctx, inputs, false, packed)
+            }
+            _ => {
+                let packed = prepared.downcast_ref::<PackedWeights<f32>>();
+                self.forward_as::<f32>(ctx, inputs, false, packed)
+            }
+        })
     }
 
     fn backward(
