@@ -318,6 +318,21 @@ fn batchnorm_folds_into_the_convolution_at_inference() {
 /// for its few output positions) are kept between passes and made again exactly when a
 /// parameter or statistic changes — replaced by `set_arg` / `set_aux` or written in place —
 /// each pass matching the unfused run (a monitor turns folding and preparing off).
+/// One inference pass of `fast` (prepared state kept) and `plain` (a monitor turns it off):
+/// their outputs agree within `tol`; the addresses of `fast`'s kept states.
+fn prepared_pass(fast: &mut Executor, plain: &mut Executor, tol: f64) -> Vec<Option<usize>> {
+    fast.forward(false).unwrap();
+    plain.forward(false).unwrap();
+    let (a, b) = (
+        fast.outputs()[0].to_f64_vec(),
+        plain.outputs()[0].to_f64_vec(),
+    );
+    for (x, y) in a.iter().zip(&b) {
+        assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{x} vs {y}");
+    }
+    fast.prepared.addresses()
+}
+
 #[test]
 fn prepared_parameters_are_kept_until_they_change() {
     let conv = |x: Symbol, name: &str| {
@@ -345,18 +360,7 @@ fn prepared_parameters_are_kept_until_they_change() {
     let shape = [1, 8, 2, 2];
     let mut fast = filled_executor(&net, &shape, GradReq::Null, false);
     let mut plain = filled_executor(&net, &shape, GradReq::Null, true);
-    let check = |fast: &mut Executor, plain: &mut Executor| {
-        fast.forward(false).unwrap();
-        plain.forward(false).unwrap();
-        let (a, b) = (
-            fast.outputs()[0].to_f64_vec(),
-            plain.outputs()[0].to_f64_vec(),
-        );
-        for (x, y) in a.iter().zip(&b) {
-            assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "{x} vs {y}");
-        }
-        fast.prepared.addresses()
-    };
+    let check = |fast: &mut Executor, plain: &mut Executor| prepared_pass(fast, plain, 1e-4);
     let first = check(&mut fast, &mut plain);
     assert_eq!(first.iter().flatten().count(), 2);
     assert_eq!(check(&mut fast, &mut plain), first, "kept between passes");
@@ -411,19 +415,8 @@ fn rnn_weights_are_prepared_from_the_parameters_alone() {
     let shape = [5, 2, 3];
     let mut fast = filled_executor(&net, &shape, GradReq::Null, false);
     let mut plain = filled_executor(&net, &shape, GradReq::Null, true);
-    let check = |fast: &mut Executor, plain: &mut Executor| {
-        fast.forward(false).unwrap();
-        plain.forward(false).unwrap();
-        // (The packed product adds the biases after the product: rounding differs.)
-        let (a, b) = (
-            fast.outputs()[0].to_f64_vec(),
-            plain.outputs()[0].to_f64_vec(),
-        );
-        for (x, y) in a.iter().zip(&b) {
-            assert!((x - y).abs() <= 1e-5 * (1.0 + y.abs()), "{x} vs {y}");
-        }
-        fast.prepared.addresses()
-    };
+    // (The packed product adds the biases after the product: rounding differs.)
+    let check = |fast: &mut Executor, plain: &mut Executor| prepared_pass(fast, plain, 1e-5);
     let first = check(&mut fast, &mut plain);
     assert_eq!(first.iter().flatten().count(), 1);
     let state = NDArray::from_vec(&[2, 2, 4], vec![0.25f32; 16]).unwrap();
