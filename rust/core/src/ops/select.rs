@@ -32,12 +32,7 @@ impl Clip {
 
     fn clip<T: Element + Storable>(&self, x: &NDArray) -> Result<Vec<T>> {
         let (lo, hi) = self.bounds::<T>();
-        Ok(unary::clip(
-            data::<T>(x, "clip", "data")?,
-            lo,
-            hi,
-            T::zero(),
-        ))
+        Ok(unary::clip(data::<T>(x, "clip", "data")?, lo, hi))
     }
 
     fn gradient<T: Element + Storable>(&self, g: &NDArray, x: &NDArray) -> Result<Vec<T>> {
