@@ -3,6 +3,7 @@
 
 use super::par;
 use crate::tensor::Element;
+use std::mem::MaybeUninit;
 
 /// Elements `[begin, begin + len)` of the middle axis of `src` viewed as (outer, n, inner):
 /// the result is (outer, len, inner), one contiguous copy per outer row.
@@ -27,19 +28,38 @@ pub fn take_range<T: Element>(
 
 /// Joins rows: output row o is row o of `parts[0]`, then row o of `parts[1]`, …, where part
 /// k has rows of `widths[k]` elements (the concatenation of (outer, w_k) blocks along axis 1).
+/// The output is cut into fixed chunks, copied side by side whatever the number of rows (a
+/// batch-1 concatenation is a single row of megabytes), and never zeroed first.
 pub fn join_rows<T: Element>(parts: &[&[T]], widths: &[usize], outer: usize) -> Vec<T> {
     let total: usize = widths.iter().sum();
-    let mut out = vec![T::default(); outer * total];
-    par::for_each_row_mut(&mut out, total, |o, dst| {
-        let mut off = 0;
-        for (p, &w) in parts.iter().zip(widths) {
-            if let (Some(d), Some(s)) = (dst.get_mut(off..off + w), p.get(o * w..(o + 1) * w)) {
-                d.copy_from_slice(s);
+    if total == 0 || outer == 0 {
+        return Vec::new();
+    }
+    let fill = |out: &mut [MaybeUninit<T>]| {
+        par::for_each_chunk_mut(out, |start, chunk| {
+            let end = start + chunk.len();
+            let mut at = start;
+            while at < end {
+                // The pieces of row `o` inside [at, end): each part's run, clipped.
+                let o = at / total;
+                let mut col = o * total;
+                for (p, &w) in parts.iter().zip(widths) {
+                    let (lo, hi) = (at.max(col), (col + w).min(end));
+                    if lo < hi {
+                        let s = o * w + lo - col;
+                        let src = &p[s..s + hi - lo];
+                        for (d, &v) in chunk[lo - start..hi - start].iter_mut().zip(src) {
+                            d.write(v);
+                        }
+                    }
+                    col += w;
+                }
+                at = col.min(end);
             }
-            off += w;
-        }
-    });
-    out
+        });
+    };
+    // SAFETY: every chunk is covered by the row pieces written into it.
+    unsafe { par::written(outer * total, fill) }
 }
 
 /// The inverse of `take_range`: (outer, n, inner) zeros with `g` (outer, len, inner) written
@@ -352,6 +372,27 @@ mod tests {
             vec![1, 2, 5, 3, 4, 6]
         );
         assert_eq!(place_range(&[7, 8], 2, 3, 1, 2, 1), vec![0, 0, 7, 0, 0, 8]);
+    }
+
+    #[test]
+    fn join_rows_cuts_chunks_through_rows_and_parts() {
+        // One long row (batch 1), and many short rows, with widths that chunk boundaries cut
+        // anywhere; against a row-by-row reference. Includes an empty part.
+        for (outer, widths) in [(1, vec![70001, 0, 90013, 3]), (601, vec![129, 301, 0, 7])] {
+            let parts: Vec<Vec<i32>> = widths
+                .iter()
+                .enumerate()
+                .map(|(k, &w)| (0..(outer * w) as i32).map(|v| v * 4 + k as i32).collect())
+                .collect();
+            let refs: Vec<&[i32]> = parts.iter().map(Vec::as_slice).collect();
+            let mut want = Vec::new();
+            for o in 0..outer {
+                for (p, &w) in refs.iter().zip(&widths) {
+                    want.extend_from_slice(&p[o * w..(o + 1) * w]);
+                }
+            }
+            assert_eq!(join_rows(&refs, &widths, outer), want);
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod map;
 pub mod norm;
 pub mod par;
 pub mod pool;
+mod pool2d;
 pub mod reduce;
 pub mod rnn;
 pub mod scratch;

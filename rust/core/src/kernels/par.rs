@@ -136,10 +136,21 @@ pub fn for_each_row_mut<T: Send>(
     row_len: usize,
     f: impl Fn(usize, &mut [T]) + Sync + Send,
 ) {
+    for_each_row_mut_by_work(out, row_len, out.len(), f);
+}
+
+/// As [`for_each_row_mut`], in parallel when `work` (the elements all calls touch together)
+/// is large: a pooling writes a fraction of what it reads, a global one a value per plane.
+pub fn for_each_row_mut_by_work<T: Send>(
+    out: &mut [T],
+    row_len: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Sync + Send,
+) {
     if row_len == 0 {
         return;
     }
-    if out.len() < SERIAL_BELOW {
+    if work < SERIAL_BELOW {
         out.chunks_mut(row_len)
             .enumerate()
             .for_each(|(i, r)| f(i, r));

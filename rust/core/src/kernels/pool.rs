@@ -2,6 +2,7 @@
 //! backward, with MXNet's window clipping; planes (sample × channel) run in parallel.
 
 use super::par::for_each_row_mut;
+use super::pool2d::{pool2d_forward, serves};
 use crate::error::{Error, Result};
 
 /// What a pooling window computes.
@@ -74,10 +75,10 @@ pub struct PoolGeom {
 /// One window along one axis: the real input range `[lo, hi)` and the length of the window
 /// clipped to the padded input (MXNet's divisor when padding counts).
 #[derive(Clone, Copy, Debug)]
-struct Span {
-    lo: usize,
-    hi: usize,
-    padded: usize,
+pub(super) struct Span {
+    pub(super) lo: usize,
+    pub(super) hi: usize,
+    pub(super) padded: usize,
 }
 
 impl PoolGeom {
@@ -91,7 +92,7 @@ impl PoolGeom {
 
     /// The windows of axis `a`, as MXNet clips them: the end at `in + pad` for the divisor,
     /// both ends at the real input for the values read.
-    fn spans(&self, a: usize) -> Vec<Span> {
+    pub(super) fn spans(&self, a: usize) -> Vec<Span> {
         let (input, k, s, p) = (
             self.input[a] as isize,
             self.kernel[a] as isize,
@@ -204,21 +205,8 @@ pub fn pool_forward(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f32]) -> R
             ("output", y.len(), g.planes * ol),
         ],
     )?;
-    if kind == PoolKind::Max && g.is_max2x2() {
-        let (iw, ow) = (g.input[2], g.output[2]);
-        for_each_row_mut(y, ol, |p, y_p| {
-            let x_p = &x[p * il..(p + 1) * il];
-            for (oy, y_row) in y_p.chunks_exact_mut(ow).enumerate() {
-                let (r0, r1) = (&x_p[2 * oy * iw..], &x_p[(2 * oy + 1) * iw..]);
-                for (ox, out) in y_row.iter_mut().enumerate() {
-                    let mut m = f32::MIN;
-                    for v in [r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]] {
-                        m = if v > m { v } else { m }; // as below: NaN never wins
-                    }
-                    *out = m;
-                }
-            }
-        });
+    if serves(g, kind) {
+        pool2d_forward(g, kind, x, y);
         return Ok(());
     }
     let (sz, sy, sx) = (g.spans(0), g.spans(1), g.spans(2));
@@ -429,6 +417,20 @@ mod tests {
             geom([1, 6, 5], [1, 3, 2], [1, 2, 2], [0, 1, 1], Full),
             geom([1, 1, 7], [1, 1, 3], [1, 1, 2], [0; 3], Same),
             geom([3, 4, 4], [2, 2, 2], [1, 2, 2], [1, 0, 1], Valid),
+            // Row-buffer paths: ceil-mode 3×3 stride 2 (SqueezeNet), 3×3 stride 1 pad 1
+            // (Inception's average), wider and uneven windows, windows past the input.
+            geom([1, 9, 11], [1, 3, 3], [1, 2, 2], [0; 3], Full),
+            geom([1, 20, 37], [1, 3, 3], [1, 2, 2], [0; 3], Full),
+            geom([1, 8, 7], [1, 3, 3], [1, 1, 1], [0, 1, 1], Valid),
+            geom([1, 10, 13], [1, 3, 3], [1, 2, 2], [0, 1, 1], Full),
+            geom([1, 7, 19], [1, 5, 4], [1, 3, 2], [0, 2, 1], Valid),
+            geom([1, 6, 6], [1, 4, 4], [1, 4, 4], [0; 3], Full),
+            geom([1, 2, 3], [1, 4, 4], [1, 1, 1], [0, 1, 1], Valid),
+            geom([1, 3, 3], [1, 3, 3], [1, 1, 1], [0, 1, 1], Same),
+            // Global pooling: one window over the plane, shorter and longer than the lanes.
+            geom([1, 3, 5], [1, 3, 5], [1; 3], [0; 3], Valid),
+            geom([1, 9, 13], [1, 9, 13], [1; 3], [0; 3], Valid),
+            geom([1, 2, 2], [1, 4, 4], [1; 3], [0, 1, 1], Valid),
         ]
     }
 
@@ -550,6 +552,37 @@ mod tests {
                 }
                 close(&dx, &want_dx);
             }
+        }
+    }
+
+    #[test]
+    fn max_ignores_nan_and_ties_agree_on_every_path() {
+        use PoolConvention::*;
+        let gs = [
+            geom([1, 9, 11], [1, 3, 3], [1, 2, 2], [0; 3], Full),
+            geom([1, 8, 7], [1, 3, 3], [1, 1, 1], [0, 1, 1], Valid),
+            geom([1, 9, 13], [1, 9, 13], [1; 3], [0; 3], Valid),
+            geom([3, 4, 4], [2, 2, 2], [1, 2, 2], [1, 0, 1], Valid),
+        ];
+        for g in gs {
+            let n = g.planes * g.in_len();
+            // Few distinct values (ties everywhere), a NaN every 5th position (also first in
+            // windows and planes), and one plane all NaN but its last value.
+            let mut x: Vec<f32> = (0..n)
+                .map(|i| {
+                    if i % 5 == 0 {
+                        f32::NAN
+                    } else {
+                        (i % 3) as f32 - 1.0
+                    }
+                })
+                .collect();
+            x[..g.in_len() - 1].fill(f32::NAN);
+            let mut y = vec![0.0; g.planes * g.out_len()];
+            pool_forward(&g, PoolKind::Max, &x, &mut y).unwrap();
+            let (want, _) = naive(&g, PoolKind::Max, &x);
+            assert!(y.iter().all(|v| !v.is_nan()), "{g:?}");
+            assert_eq!(y, want, "{g:?}");
         }
     }
 

@@ -1,0 +1,151 @@
+//! Forward max / average / sum pooling over 2-D windows (any kernel, stride and padding) and
+//! global pooling, at close to memory speed. The generic per-window loop of `pool` visits
+//! kernel-sized slices one window at a time; here each output row first reduces its input
+//! rows vertically into a row buffer (contiguous loops the compiler vectorizes), then takes
+//! the horizontal windows of that buffer. The windows are MXNet's spans, so clipping, the
+//! average's divisor and "NaN / padding never win" are those of the generic loop.
+
+use super::par;
+use super::pool::{PoolGeom, PoolKind, Span};
+
+/// Lanes of the plane reductions: independent accumulators the compiler keeps in vector
+/// registers (a single running maximum or sum is a serial dependency chain).
+const LANES: usize = 16;
+
+/// Whether `pool2d_forward` computes this pooling: one depth slice of a non-empty plane, and
+/// a kind without powers.
+pub(super) fn serves(g: &PoolGeom, kind: PoolKind) -> bool {
+    g.input[0] == 1
+        && g.output[0] == 1
+        && g.kernel[0] == 1
+        && g.pad[0] == 0
+        && g.input[1] > 0
+        && g.input[2] > 0
+        && !matches!(kind, PoolKind::Lp(_))
+}
+
+/// One step of a maximum (`MAX`) or a sum. `v` wins a maximum only when greater, so a NaN
+/// never replaces it (MXNet's `if (v > max)`).
+#[inline(always)]
+fn step<const MAX: bool>(acc: f32, v: f32) -> f32 {
+    if !MAX {
+        acc + v
+    } else if v > acc {
+        v
+    } else {
+        acc
+    }
+}
+
+/// The start of a maximum (the lowest float, which an empty window returns, as in MXNet) or
+/// of a sum.
+fn start<const MAX: bool>() -> f32 {
+    if MAX {
+        f32::MIN
+    } else {
+        0.0
+    }
+}
+
+/// Pooling forward of `x (planes, 1, ih, iw)` into `y (planes, 1, oh, ow)`; the caller checked
+/// the lengths and `serves`.
+pub(super) fn pool2d_forward(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f32]) {
+    match kind {
+        PoolKind::Max => forward::<true>(g, kind, x, y),
+        _ => forward::<false>(g, kind, x, y),
+    }
+}
+
+fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f32]) {
+    let (sy, sx) = (g.spans(1), g.spans(2));
+    let [_, ih, iw] = g.input;
+    let (il, ol) = (ih * iw, sy.len() * sx.len());
+    let work = g.planes * (il + ol);
+    let divisor = |yy: &Span, xx: &Span| match kind {
+        PoolKind::Avg {
+            count_include_pad: true,
+        } => Some(yy.padded * xx.padded),
+        PoolKind::Avg { .. } => Some((yy.hi - yy.lo) * (xx.hi - xx.lo)),
+        _ => None,
+    };
+    let whole = |s: &[Span], n: usize| s.len() == 1 && s[0].lo == 0 && s[0].hi == n;
+    if whole(&sy, ih) && whole(&sx, iw) {
+        // Global pooling (one window over the whole plane): a reduction per plane.
+        let n = divisor(&sy[0], &sx[0]);
+        par::for_each_row_mut_by_work(y, 1, work, |p, out| {
+            let r = plane::<MAX>(&x[p * il..(p + 1) * il]);
+            out[0] = n.map_or(r, |n| r / n as f32);
+        });
+        return;
+    }
+    par::for_each_row_mut_by_work(y, ol, work, |p, y_p| {
+        let x_p = &x[p * il..(p + 1) * il];
+        let mut buf = vec![0.0f32; iw];
+        for (yy, y_row) in sy.iter().zip(y_p.chunks_exact_mut(sx.len())) {
+            buf.fill(start::<MAX>());
+            for row in x_p[yy.lo * iw..yy.hi * iw].chunks_exact(iw) {
+                buf.iter_mut()
+                    .zip(row)
+                    .for_each(|(b, &v)| *b = step::<MAX>(*b, v));
+            }
+            windows::<MAX>(&buf, &sx, g.kernel[2], g.stride[2], y_row);
+            for (o, xx) in y_row.iter_mut().zip(&sx) {
+                if let Some(n) = divisor(yy, xx) {
+                    *o /= n as f32;
+                }
+            }
+        }
+    });
+}
+
+/// The maximum or the sum of a whole plane, in `LANES` independent accumulators.
+fn plane<const MAX: bool>(x: &[f32]) -> f32 {
+    let mut acc = [start::<MAX>(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(start::<MAX>(), |a, &v| step::<MAX>(a, v));
+    for c in chunks {
+        acc.iter_mut()
+            .zip(c)
+            .for_each(|(a, &v)| *a = step::<MAX>(*a, v));
+    }
+    acc.iter().fold(tail, |a, &v| step::<MAX>(a, v))
+}
+
+/// The horizontal windows `sx` (width `kw`, stride `s`) of the vertically reduced row `buf`:
+/// the maximum or the sum of each. The windows inside the row (a contiguous run) take `kw`
+/// passes over their outputs; the clipped ones at the borders are reduced one by one.
+fn windows<const MAX: bool>(buf: &[f32], sx: &[Span], kw: usize, s: usize, out: &mut [f32]) {
+    let a = sx
+        .iter()
+        .position(|w| w.hi - w.lo == kw)
+        .unwrap_or(sx.len());
+    let b = a + sx[a..].iter().take_while(|w| w.hi - w.lo == kw).count();
+    let border = |o: &mut f32, w: &Span| {
+        *o = buf[w.lo..w.hi]
+            .iter()
+            .fold(start::<MAX>(), |m, &v| step::<MAX>(m, v));
+    };
+    out[..a]
+        .iter_mut()
+        .zip(&sx[..a])
+        .for_each(|(o, w)| border(o, w));
+    out[b..]
+        .iter_mut()
+        .zip(&sx[b..])
+        .for_each(|(o, w)| border(o, w));
+    if a == b {
+        return;
+    }
+    let inner = &mut out[a..b];
+    inner.fill(start::<MAX>());
+    for k in 0..kw {
+        let src = buf[sx[a].lo + k..].iter().step_by(s);
+        inner
+            .iter_mut()
+            .zip(src)
+            .for_each(|(o, &v)| *o = step::<MAX>(*o, v));
+    }
+}
