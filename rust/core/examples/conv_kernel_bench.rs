@@ -1,7 +1,9 @@
 //! Times the convolution kernels alone (no operator or Python around them) on the 3×3 layers
 //! of ResNet-18 v2 in issue #12's training workload (batch 32, 32×32 images: the stages run
 //! at 8×8, 4×4, 2×2 and 1×1). Prints the best of the repeats in ms for the forward pass, the
-//! data gradient and the weight gradient of each layer; meant for profiling (`perf record`).
+//! data gradient and the weight gradient of each layer; then the forward pass alone of
+//! MobileNet's depthwise and pointwise layers (inference, batch 1 and 16). Meant for
+//! profiling (`perf record`).
 //!
 //! ```text
 //! cargo run --release -p mxfn-core --example conv_kernel_bench [-- BATCH [REPEATS]]
@@ -37,20 +39,28 @@ fn best_ms(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     Ok(best)
 }
 
-/// A 3×3, pad-1 convolution of `channels` → `filters` over `size`² images at `stride`.
-fn geom(batch: usize, channels: usize, filters: usize, size: usize, stride: usize) -> ConvGeom {
-    let out = (size + 2 - 3) / stride + 1;
+/// A `k`×`k` convolution (padded to keep the size at stride 1) of `channels` → `filters` in
+/// `groups` over `size`² images at `stride`.
+fn geom(
+    batch: usize,
+    (channels, filters, groups): (usize, usize, usize),
+    size: usize,
+    k: usize,
+    stride: usize,
+) -> ConvGeom {
+    let pad = k / 2;
+    let out = (size + 2 * pad - k) / stride + 1;
     ConvGeom {
         batch,
         channels,
         filters,
-        groups: 1,
+        groups,
         input: [1, size, size],
         output: [1, out, out],
-        kernel: [1, 3, 3],
+        kernel: [1, k, k],
         stride: [1, stride, stride],
         dilate: [1, 1, 1],
-        pad: [0, 1, 1],
+        pad: [0, pad, pad],
     }
 }
 
@@ -73,7 +83,7 @@ fn main() -> Result<()> {
     println!("layer (c→f, size/stride)      forward  data-grad  weight-grad  (ms)");
     on_pool(|| {
         for (c, f, size, stride) in layers {
-            let g = geom(batch, c, f, size, stride);
+            let g = geom(batch, (c, f, 1), size, 3, stride);
             let x = fill(batch * c * g.in_len(), 1);
             let w = fill(g.weight_len(), 2);
             let dy = fill(batch * f * g.out_len(), 3);
@@ -87,6 +97,35 @@ fn main() -> Result<()> {
             })?;
             println!(
                 "{c:>4}→{f:<4} {size:>2}²/{stride}             {fwd:8.3} {data:9.3} {weight:11.3}"
+            );
+        }
+        // MobileNet's layers: (channels, filters, groups, size, kernel, stride).
+        let mobile = [
+            (8, 8, 8, 32, 3, 1),
+            (16, 16, 16, 32, 3, 2),
+            (32, 32, 32, 16, 3, 1),
+            (128, 128, 128, 4, 3, 1),
+            (256, 256, 256, 2, 3, 1),
+            (96, 96, 96, 112, 3, 2),
+            (144, 144, 144, 56, 3, 1),
+            (8, 16, 1, 32, 1, 1),
+            (128, 128, 1, 4, 1, 1),
+            (16, 96, 1, 112, 1, 1),
+            (144, 24, 1, 56, 1, 1),
+        ];
+        println!("inference forward (c→f/groups, size, k/stride)   batch 1   batch 16  (ms)");
+        for (c, f, groups, size, k, stride) in mobile {
+            let mut ms = [0.0; 2];
+            for (t, batch) in [1, 16].into_iter().enumerate() {
+                let g = geom(batch, (c, f, groups), size, k, stride);
+                let x = fill(batch * c * g.in_len(), 1);
+                let w = fill(g.weight_len(), 2);
+                let mut y = vec![0.0; batch * f * g.out_len()];
+                ms[t] = best_ms(reps * 4, || conv_forward(&g, &x, &w, None, &mut y, None))?;
+            }
+            println!(
+                "{c:>4}→{f:<4}/{groups:<4} {size:>3}² {k}/{stride}                   {:8.3} {:9.3}",
+                ms[0], ms[1]
             );
         }
         Ok(())

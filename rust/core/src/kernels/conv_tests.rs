@@ -187,6 +187,53 @@ fn depthwise_matches_the_gemm_path() {
     close(&y, &want);
 }
 
+/// The depthwise forward's phase layout against the naive sum: strides 1 to 3 with uneven
+/// pads and dilations, planes too large for one stack (several stacks per channel, the last
+/// one short) and tiny planes stacked across the batch.
+#[test]
+fn depthwise_phases_match_the_naive_sum() {
+    let dw = |batch,
+              input: [usize; 3],
+              kernel: [usize; 3],
+              stride: [usize; 3],
+              dilate: [usize; 3],
+              pad: [usize; 3]| {
+        let output = [0, 1, 2]
+            .map(|i| conv_out_size(input[i], kernel[i], stride[i], dilate[i], pad[i]).unwrap());
+        ConvGeom {
+            batch,
+            channels: 3,
+            filters: 3,
+            groups: 3,
+            input,
+            output,
+            kernel,
+            stride,
+            dilate,
+            pad,
+        }
+    };
+    let cases = [
+        dw(5, [1, 70, 61], [1, 3, 3], [1, 2, 2], [1; 3], [0, 1, 1]),
+        dw(7, [1, 90, 90], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+        dw(3, [1, 11, 13], [1, 5, 4], [1, 3, 2], [1, 2, 1], [0, 2, 3]),
+        dw(4, [1, 9, 10], [1, 2, 3], [1, 3, 3], [1, 1, 2], [0, 0, 1]),
+        dw(6, [1, 2, 2], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+        dw(2, [1, 1, 1], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+    ];
+    for g in cases {
+        assert!(g.is_depthwise_2d());
+        let x = vals(g.batch * g.channels * g.in_len(), 21);
+        let w = vals(g.weight_len(), 22);
+        let b = vals(g.filters, 23);
+        for bias in [None, Some(&b[..])] {
+            let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+            conv_forward(&g, &x, &w, bias, &mut y, None).unwrap();
+            close(&y, &naive_forward(&g, &x, &w, bias));
+        }
+    }
+}
+
 /// The packed-weight kernel against the GEMM path: every one-group geometry above, a 1×1
 /// convolution at batch 1 (its input read as the column matrix) and at batch 3, with bias and
 /// an epilogue.

@@ -11,6 +11,7 @@ use crate::kernels::conv::{
     conv_forward_packed, conv_out_size, packs_weight, ConvGeom,
 };
 use crate::kernels::conv_packed::PackedFilters;
+use crate::kernels::par::overwritten;
 use crate::tensor::NDArray;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -417,15 +418,19 @@ impl Conv {
     ) -> Result<Vec<NDArray>> {
         let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
         let x = data.f32s(&format!("{}: data", self.op))?;
-        let mut y = vec![0.0f32; out_shape.iter().product()];
-        if self.deconv {
-            conv_backward_data(&g, x, w, &mut y)?;
-            if let Some(b) = bias {
-                add_channel_bias(&mut y, self.num_filter, g.in_len(), b)?;
+        let fill = |y: &mut [f32]| -> Result<()> {
+            if self.deconv {
+                conv_backward_data(&g, x, w, y)?;
+                if let Some(b) = bias {
+                    add_channel_bias(y, self.num_filter, g.in_len(), b)?;
+                }
+                Ok(())
+            } else {
+                conv_forward(&g, x, w, bias, y, epilogue)
             }
-        } else {
-            conv_forward(&g, x, w, bias, &mut y, epilogue)?;
-        }
+        };
+        // SAFETY: both kernels overwrite their whole output before reading it.
+        let y = unsafe { overwritten(out_shape.iter().product(), fill) }?;
         Ok(vec![NDArray::from_f32(&out_shape, y)?])
     }
 }
@@ -564,8 +569,12 @@ impl Operator for Conv {
             if let Some(packed) = &p.packed {
                 let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
                 let x = data.f32s(&format!("{}: data", self.op))?;
-                let mut y = vec![0.0f32; out_shape.iter().product()];
-                conv_forward_packed(&g, x, packed, bias, &mut y, epilogue)?;
+                // SAFETY: the packed product writes the whole output (then the epilogue).
+                let y = unsafe {
+                    overwritten(out_shape.iter().product(), |y| {
+                        conv_forward_packed(&g, x, packed, bias, y, epilogue)
+                    })
+                }?;
                 return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
             }
             let w = match &p.weight {
