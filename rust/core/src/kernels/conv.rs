@@ -630,6 +630,9 @@ fn conv_forward_gemm(
 ) -> Result<()> {
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
     let fg = g.filters_per_group();
+    if g.is_pointwise() && l >= POINTWISE_DIRECT_MIN_POSITIONS {
+        return pointwise_forward(g, x, w, bias, y, epilogue);
+    }
     for_blocks_mut(g, y, f * l, |r, y_block, inner| {
         let nb = r.len();
         let mut cols = Scratch::take(nb * l * g.col_rows());
@@ -663,6 +666,54 @@ fn conv_forward_gemm(
         }
         Ok(())
     })
+}
+
+/// Output positions per sample from which a 1×1 convolution skips the column matrix (see
+/// [`pointwise_forward`]). Below it one GEMM over the whole block's positions (a copy of the
+/// input in, a reordering out) beats a product per sample of a few columns each.
+const POINTWISE_DIRECT_MIN_POSITIONS: usize = 64;
+
+/// [`conv_forward`] of a 1×1 convolution without padding, stride or dilation: a sample's
+/// input is its own column matrix and its output the GEMM's `(filters, positions)` layout,
+/// so each sample is one product per group straight from `x` into `y` — no unfolding copy
+/// and no reordering pass. Samples run side by side when that pays, else each product
+/// splits across the pool.
+fn pointwise_forward(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) -> Result<()> {
+    let (c, f, l) = (g.channels, g.filters, g.out_len());
+    let (cg, fg) = (g.channels_per_group(), g.filters_per_group());
+    if f * l == 0 {
+        return Ok(());
+    }
+    let sample = |(n, y_n): (usize, &mut [f32]), inner: bool| -> Result<()> {
+        let x_n = &x[n * c * l..(n + 1) * c * l];
+        for grp in 0..g.groups {
+            conv_gemm(
+                group_weight(g, w, grp),
+                MatRef::row_major(&x_n[grp * cg * l..(grp + 1) * cg * l], cg, l),
+                &mut y_n[grp * fg * l..(grp + 1) * fg * l],
+                false,
+                inner,
+            )?;
+        }
+        bias_then(y_n, l, bias, epilogue);
+        Ok(())
+    };
+    if g.parallel() {
+        y.par_chunks_mut(f * l)
+            .enumerate()
+            .try_for_each(|s| sample(s, false))
+    } else {
+        y.chunks_mut(f * l)
+            .enumerate()
+            .try_for_each(|s| sample(s, true))
+    }
 }
 
 /// Adds `bias[f]` to row `f` (of `l` values) of one sample's `(filters, l)` output, then runs

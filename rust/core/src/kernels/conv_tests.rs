@@ -165,6 +165,9 @@ fn geoms() -> Vec<ConvGeom> {
         ),
         mk(2, 3, 3, 3, [1, 1, 9], [1, 1, 3], [1; 3], [1; 3], [0, 0, 1]),
         mk(2, 1, 1, 1, [1, 5, 5], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+        // 1×1 over enough positions for the direct per-sample products, one and two groups
+        mk(3, 4, 5, 1, [1, 9, 8], [1; 3], [1; 3], [1; 3], [0; 3]),
+        mk(2, 4, 6, 2, [1, 8, 9], [1; 3], [1; 3], [1; 3], [0; 3]),
     ]
 }
 
@@ -232,6 +235,25 @@ fn depthwise_phases_match_the_naive_sum() {
             close(&y, &naive_forward(&g, &x, &w, bias));
         }
     }
+}
+
+/// The direct 1×1 products against the naive sum on a batch large enough that samples run
+/// side by side, with bias and an epilogue.
+#[test]
+fn pointwise_samples_in_parallel_match_the_naive_sum() {
+    let mut g = geoms()[0];
+    (g.batch, g.channels, g.filters, g.groups) = (8, 16, 32, 2);
+    (g.input, g.output, g.kernel, g.pad) = ([1, 16, 16], [1, 16, 16], [1; 3], [0; 3]);
+    assert!(g.is_pointwise() && g.parallel());
+    let x = vals(g.batch * g.channels * g.in_len(), 31);
+    let w = vals(g.weight_len(), 32);
+    let b = vals(g.filters, 33);
+    let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+    let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+    conv_forward(&g, &x, &w, Some(&b), &mut y, Some(&relu)).unwrap();
+    let mut want = naive_forward(&g, &x, &w, Some(&b));
+    relu(&mut want);
+    close(&y, &want);
 }
 
 /// The packed-weight kernel against the GEMM path: every one-group geometry above, a 1×1
