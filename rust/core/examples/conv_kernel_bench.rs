@@ -112,6 +112,8 @@ fn main() -> Result<()> {
             (128, 128, 1, 4, 1, 1),
             (16, 96, 1, 112, 1, 1),
             (144, 24, 1, 56, 1, 1),
+            (32, 192, 1, 28, 1, 1),
+            (320, 1280, 1, 7, 1, 1),
         ];
         println!("inference forward (c→f/groups, size, k/stride)   batch 1   batch 16  (ms)");
         for (c, f, groups, size, k, stride) in mobile {

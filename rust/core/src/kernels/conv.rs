@@ -727,13 +727,20 @@ pub(super) fn bias_then(
     if l == 0 || (bias.is_none() && epilogue.is_none()) {
         return;
     }
-    for (fi, row) in y.chunks_mut(l).enumerate() {
+    let one = |(fi, row): (usize, &mut [f32])| {
         if let Some(b) = bias {
             row.iter_mut().for_each(|v| *v += b[fi]);
         }
         if let Some(e) = epilogue {
             e(row);
         }
+    };
+    // A large sample's rows split across the pool: at batch 1 this pass (MobileNet v2's
+    // folded BatchNorm bias and relu6 over 1.2M values) otherwise ran on one thread.
+    if y.len() >= SERIAL_BELOW {
+        y.par_chunks_mut(l).enumerate().for_each(one);
+    } else {
+        y.chunks_mut(l).enumerate().for_each(one);
     }
 }
 
