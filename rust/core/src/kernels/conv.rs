@@ -400,7 +400,7 @@ fn im2col(g: &ConvGeom, x_block: &[f32], nb: usize, cols: &mut [f32], par: bool)
 /// pieces compile to plain vector moves, where a variable-length copy calls memcpy once per
 /// row — hundreds of thousands of calls per batch.
 #[inline(always)]
-fn copy_short(dst: &mut [f32], src: &[f32]) {
+pub(super) fn copy_short(dst: &mut [f32], src: &[f32]) {
     let mut d = dst.chunks_exact_mut(8);
     let mut s = src.chunks_exact(8);
     for (d, s) in (&mut d).zip(&mut s) {

@@ -3,7 +3,7 @@
 //! NCHW planes in parallel, where one im2col + single-row GEMM per group would be the wrong
 //! algorithm. `kernels::conv` sends a [`ConvGeom`] here when it is a 2-D depthwise one.
 
-use super::conv::{valid_range, ConvGeom};
+use super::conv::{copy_short, valid_range, ConvGeom};
 use super::par::{Shared, SERIAL_BELOW};
 use super::scratch::Scratch;
 use rayon::prelude::*;
@@ -249,20 +249,19 @@ fn stack_body(
             }
         }
     }
-    let b = bias.map_or(0.0, |b| b[ch]);
+    // Bias and activation over the whole stack at once (the dropped positions too): one
+    // epilogue call per stack, not per plane of a few values.
+    if let Some(b) = bias {
+        acc.iter_mut().for_each(|v| *v += b[ch]);
+    }
+    if let Some(e) = epilogue {
+        e(&mut acc);
+    }
     for (j, n) in samples.enumerate() {
         // SAFETY: plane (n, ch) belongs to this stack alone.
         let plane = unsafe { out.get_mut((n * c + ch) * l, l) };
         for (y, dst) in plane.chunks_exact_mut(ow).enumerate() {
-            let src = &acc[(j * hq + y) * wq..][..ow];
-            if bias.is_some() {
-                dst.iter_mut().zip(src).for_each(|(d, s)| *d = s + b);
-            } else {
-                dst.copy_from_slice(src);
-            }
-        }
-        if let Some(e) = epilogue {
-            e(plane);
+            copy_short(dst, &acc[(j * hq + y) * wq..][..ow]);
         }
     }
 }
@@ -273,7 +272,7 @@ fn stack_body(
 #[inline(always)]
 fn scatter_row(dst: &mut [f32], phase_len: usize, src: &[f32], stride: usize, pad: usize) {
     match stride {
-        1 => dst[pad..pad + src.len()].copy_from_slice(src),
+        1 => copy_short(&mut dst[pad..pad + src.len()], src),
         2 => {
             let (even, odd) = dst.split_at_mut(phase_len);
             // An odd pad puts the first value alone in phase 1; pairs follow from there.
