@@ -607,13 +607,16 @@ impl Operator for Conv {
         let dy = head.f32s(&format!("{}: output gradient", self.op))?;
         // A first layer's data gradient (col2im and a GEMM) is skipped when unused.
         let dx = if ctx.needs_grad(0) {
-            let mut dx = vec![0.0f32; x.len()];
-            if self.deconv {
-                // The data gradient of a transposed convolution is the convolution itself.
-                conv_forward(&g, dy, w, None, &mut dx, None)?;
-            } else {
-                conv_backward_data(&g, dy, w, &mut dx)?;
-            }
+            let fill = |dx: &mut [f32]| {
+                if self.deconv {
+                    // The data gradient of a transposed convolution is the convolution itself.
+                    conv_forward(&g, dy, w, None, dx, None)
+                } else {
+                    conv_backward_data(&g, dy, w, dx)
+                }
+            };
+            // SAFETY: both kernels overwrite their whole output before reading it.
+            let dx = unsafe { overwritten(x.len(), fill) }?;
             Some(NDArray::from_f32(data.shape(), dx)?)
         } else {
             None
@@ -623,12 +626,16 @@ impl Operator for Conv {
         let fused_bias = !self.no_bias && !self.deconv && ctx.needs_grad(1);
         let mut db = fused_bias.then(|| vec![0.0f32; self.num_filter]);
         let dw = if ctx.needs_grad(1) {
-            let mut dw = vec![0.0f32; w.len()];
-            if self.deconv {
-                conv_backward_weight(&g, dy, x, &mut dw, None)?;
-            } else {
-                conv_backward_weight(&g, x, dy, &mut dw, db.as_deref_mut())?;
-            }
+            let fill = |dw: &mut [f32]| {
+                if self.deconv {
+                    conv_backward_weight(&g, dy, x, dw, None)
+                } else {
+                    conv_backward_weight(&g, x, dy, dw, db.as_deref_mut())
+                }
+            };
+            // SAFETY: the weight gradient is written whole (its first block's products
+            // overwrite, or the lanes' sums go into a zeroed array).
+            let dw = unsafe { overwritten(w.len(), fill) }?;
             Some(NDArray::from_f32(weight.shape(), dw)?)
         } else {
             None
