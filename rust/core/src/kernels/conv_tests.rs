@@ -61,31 +61,36 @@ fn naive_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Vec<f
     y
 }
 
+/// A geometry with its output sizes worked out.
+#[allow(clippy::too_many_arguments)]
+fn mk(
+    batch: usize,
+    channels: usize,
+    filters: usize,
+    groups: usize,
+    input: [usize; 3],
+    kernel: [usize; 3],
+    stride: [usize; 3],
+    dilate: [usize; 3],
+    pad: [usize; 3],
+) -> ConvGeom {
+    let output = [0, 1, 2]
+        .map(|i| conv_out_size(input[i], kernel[i], stride[i], dilate[i], pad[i]).unwrap());
+    ConvGeom {
+        batch,
+        channels,
+        filters,
+        groups,
+        input,
+        output,
+        kernel,
+        stride,
+        dilate,
+        pad,
+    }
+}
+
 fn geoms() -> Vec<ConvGeom> {
-    let mk = |batch,
-              channels,
-              filters,
-              groups,
-              input: [usize; 3],
-              kernel: [usize; 3],
-              stride: [usize; 3],
-              dilate: [usize; 3],
-              pad: [usize; 3]| {
-        let output = [0, 1, 2]
-            .map(|i| conv_out_size(input[i], kernel[i], stride[i], dilate[i], pad[i]).unwrap());
-        ConvGeom {
-            batch,
-            channels,
-            filters,
-            groups,
-            input,
-            output,
-            kernel,
-            stride,
-            dilate,
-            pad,
-        }
-    };
     vec![
         mk(2, 3, 4, 1, [1, 5, 6], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
         mk(
@@ -195,26 +200,8 @@ fn depthwise_matches_the_gemm_path() {
 /// one short) and tiny planes stacked across the batch.
 #[test]
 fn depthwise_phases_match_the_naive_sum() {
-    let dw = |batch,
-              input: [usize; 3],
-              kernel: [usize; 3],
-              stride: [usize; 3],
-              dilate: [usize; 3],
-              pad: [usize; 3]| {
-        let output = [0, 1, 2]
-            .map(|i| conv_out_size(input[i], kernel[i], stride[i], dilate[i], pad[i]).unwrap());
-        ConvGeom {
-            batch,
-            channels: 3,
-            filters: 3,
-            groups: 3,
-            input,
-            output,
-            kernel,
-            stride,
-            dilate,
-            pad,
-        }
+    let dw = |batch, input, kernel, stride, dilate, pad| {
+        mk(batch, 3, 3, 3, input, kernel, stride, dilate, pad)
     };
     let cases = [
         dw(5, [1, 70, 61], [1, 3, 3], [1, 2, 2], [1; 3], [0, 1, 1]),

@@ -119,11 +119,19 @@ pub(super) fn depthwise_forward(
     let layout = PhaseLayout::new(g);
     let stacks_per_channel = g.batch.div_ceil(layout.stack);
     let items = g.channels * stacks_per_channel;
-    let out = Shared::new(y);
+    let pass = ForwardPass {
+        g,
+        layout,
+        x,
+        w,
+        bias,
+        out: Shared::new(y),
+        epilogue,
+    };
     let item = |i: usize| {
         let (ch, s) = (i / stacks_per_channel, i % stacks_per_channel);
         let samples = s * layout.stack..((s + 1) * layout.stack).min(g.batch);
-        stack_forward(g, &layout, x, w, bias, ch, samples, &out, epilogue);
+        stack_forward(&pass, ch, samples);
     };
     if depthwise_parallel(g) {
         let per_task = depthwise_planes_per_task(g).div_ceil(layout.stack).max(1);
@@ -136,57 +144,45 @@ pub(super) fn depthwise_forward(
     }
 }
 
-/// One stack of [`depthwise_forward`]: channel `ch` of `samples`, written into `out`; its
-/// loops compiled for AVX-512 when the CPU has it (the crate targets baseline x86-64, whose
-/// 4-wide loops ran the taps at a third of the speed).
-#[allow(clippy::too_many_arguments)]
-fn stack_forward(
-    g: &ConvGeom,
-    layout: &PhaseLayout,
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    ch: usize,
-    samples: Range<usize>,
-    out: &Shared<'_, f32>,
-    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
-) {
+/// What every stack of one [`depthwise_forward`] shares.
+struct ForwardPass<'a> {
+    g: &'a ConvGeom,
+    layout: PhaseLayout,
+    x: &'a [f32],
+    w: &'a [f32],
+    bias: Option<&'a [f32]>,
+    /// The output; each stack writes its own planes.
+    out: Shared<'a, f32>,
+    epilogue: Option<&'a (dyn Fn(&mut [f32]) + Sync)>,
+}
+
+/// One stack of [`depthwise_forward`]: channel `ch` of `samples`; its loops compiled for
+/// AVX-512 when the CPU has it (the crate targets baseline x86-64, whose 4-wide loops ran
+/// the taps at a third of the speed).
+fn stack_forward(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         #[target_feature(enable = "avx512f")]
-        #[allow(clippy::too_many_arguments)]
-        fn wide(
-            g: &ConvGeom,
-            layout: &PhaseLayout,
-            x: &[f32],
-            w: &[f32],
-            bias: Option<&[f32]>,
-            ch: usize,
-            samples: Range<usize>,
-            out: &Shared<'_, f32>,
-            epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
-        ) {
-            stack_body(g, layout, x, w, bias, ch, samples, out, epilogue)
+        fn wide(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
+            stack_body(pass, ch, samples)
         }
         // SAFETY: the CPU supports avx512f, the only feature `wide` is compiled for.
-        return unsafe { wide(g, layout, x, w, bias, ch, samples, out, epilogue) };
+        return unsafe { wide(pass, ch, samples) };
     }
-    stack_body(g, layout, x, w, bias, ch, samples, out, epilogue)
+    stack_body(pass, ch, samples)
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn stack_body(
-    g: &ConvGeom,
-    layout: &PhaseLayout,
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    ch: usize,
-    samples: Range<usize>,
-    out: &Shared<'_, f32>,
-    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
-) {
+fn stack_body(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
+    let ForwardPass {
+        g,
+        layout,
+        x,
+        w,
+        bias,
+        ref out,
+        epilogue,
+    } = *pass;
     let [_, ih, iw] = g.input;
     let [_, oh, ow] = g.output;
     let [_, kh, kw] = g.kernel;
@@ -194,7 +190,7 @@ fn stack_body(
     let [_, dh, dw] = g.dilate;
     let [_, ph, pw] = g.pad;
     let (c, l, il, k) = (g.channels, g.out_len(), g.in_len(), g.kernel_len());
-    let PhaseLayout { hq, wq, .. } = *layout;
+    let PhaseLayout { hq, wq, .. } = layout;
     let m = samples.len();
     let phase_len = layout.phase_len;
     let mut phases = Scratch::take(phase_len * sh * sw);
