@@ -662,7 +662,7 @@ fn conv_forward_gemm(
                     e(y_block);
                 }
             }
-            None => bias_then(y_block, l, bias, epilogue),
+            None => bias_then(y_block, l, bias, epilogue, split_pass(inner, y_block.len())),
         }
         Ok(())
     })
@@ -702,7 +702,7 @@ fn pointwise_forward(
                 inner,
             )?;
         }
-        bias_then(y_n, l, bias, epilogue);
+        bias_then(y_n, l, bias, epilogue, split_pass(inner, y_n.len()));
         Ok(())
     };
     if g.parallel() {
@@ -717,12 +717,15 @@ fn pointwise_forward(
 }
 
 /// Adds `bias[f]` to row `f` (of `l` values) of one sample's `(filters, l)` output, then runs
-/// `epilogue` over the row while it is in cache.
+/// `epilogue` over the row while it is in cache; the rows split across the pool when `split`
+/// (see [`split_pass`]: at batch 1, MobileNet v2's folded BatchNorm bias and relu6 over 1.2M
+/// values otherwise ran on one thread).
 pub(super) fn bias_then(
     y: &mut [f32],
     l: usize,
     bias: Option<&[f32]>,
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+    split: bool,
 ) {
     if l == 0 || (bias.is_none() && epilogue.is_none()) {
         return;
@@ -735,9 +738,7 @@ pub(super) fn bias_then(
             e(row);
         }
     };
-    // A large sample's rows split across the pool: at batch 1 this pass (MobileNet v2's
-    // folded BatchNorm bias and relu6 over 1.2M values) otherwise ran on one thread.
-    if y.len() >= SERIAL_BELOW {
+    if split {
         y.par_chunks_mut(l).enumerate().for_each(one);
     } else {
         y.chunks_mut(l).enumerate().for_each(one);

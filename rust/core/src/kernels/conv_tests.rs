@@ -197,7 +197,7 @@ fn depthwise_matches_the_gemm_path() {
 
 /// The depthwise forward's phase layout against the naive sum: strides 1 to 3 with uneven
 /// pads and dilations, planes too large for one stack (several stacks per channel, the last
-/// one short) and tiny planes stacked across the batch.
+/// one short), tiny planes stacked across the batch and an input of width 0.
 #[test]
 fn depthwise_phases_match_the_naive_sum() {
     let dw = |batch, input, kernel, stride, dilate, pad| {
@@ -210,6 +210,8 @@ fn depthwise_phases_match_the_naive_sum() {
         dw(4, [1, 9, 10], [1, 2, 3], [1, 3, 3], [1, 1, 2], [0, 0, 1]),
         dw(6, [1, 2, 2], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
         dw(2, [1, 1, 1], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+        // an empty input row: the output is the padding's (bias only)
+        dw(2, [1, 3, 0], [1, 3, 1], [1; 3], [1; 3], [0, 1, 1]),
     ];
     for g in cases {
         assert!(g.is_depthwise_2d());

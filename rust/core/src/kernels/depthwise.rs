@@ -195,7 +195,8 @@ fn stack_body(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
     let phase_len = layout.phase_len;
     let mut phases = Scratch::take(phase_len * sh * sw);
     phases.fill(0.0);
-    for (j, n) in samples.clone().enumerate() {
+    // (An empty input row leaves only padding: the zeroed phases.)
+    for (j, n) in samples.clone().enumerate().filter(|_| iw > 0) {
         let img = &x[(n * c + ch) * il..(n * c + ch + 1) * il];
         for (iy, src) in img.chunks_exact(iw).take(ih).enumerate() {
             let r = iy + ph;

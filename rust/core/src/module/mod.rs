@@ -641,7 +641,6 @@ impl Module {
         // large pass enters the pool once instead (see `forward_backward`): a network of
         // small layers (MobileNet at batch 16) handed over and back per layer spent a fifth
         // of its time in the threads' sleeps and wake-ups.
-        let large = self.execs.iter().any(|e| e.pass_values() >= LARGE_PASS);
         let run = |execs: &mut [Executor]| -> Vec<Result<()>> {
             use rayon::prelude::*;
             execs
@@ -649,7 +648,7 @@ impl Module {
                 .map(|exe| exe.forward(is_train))
                 .collect()
         };
-        let results = if large {
+        let results = if self.large_pass() {
             on_pool(|| run(&mut self.execs))
         } else {
             run(&mut self.execs)
@@ -700,6 +699,11 @@ impl Module {
         Ok(())
     }
 
+    /// Whether a pass is large enough to run on the pool as a whole (see [`LARGE_PASS`]).
+    fn large_pass(&self) -> bool {
+        self.execs.iter().any(|e| e.pass_values() >= LARGE_PASS)
+    }
+
     /// `forward(batch, is_train=true)` then `backward()`.
     pub fn forward_backward(&mut self, batch: &DataBatch) -> Result<()> {
         // A large pass (LeNet: 3.3M values) runs on the pool as a whole: its many parallel
@@ -707,12 +711,11 @@ impl Module {
         // thread each (LeNet training 5% faster). A small one stays here: its kernels are
         // serial, and the caller's next steps (update, metric) would run beside the pool's
         // threads spinning down (MLP training ran 3x slower so).
-        let large = self.execs.iter().any(|e| e.pass_values() >= LARGE_PASS);
         let run = |m: &mut Self| {
             m.forward(batch, Some(true))?;
             m.backward(&[])
         };
-        if large {
+        if self.large_pass() {
             on_pool(|| run(self))
         } else {
             run(self)
