@@ -9,7 +9,10 @@
 //! cargo run --release -p mxfn-core --example conv_kernel_bench [-- BATCH [REPEATS]]
 //! ```
 
-use mxfn_core::kernels::conv::{conv_backward_data, conv_backward_weight, conv_forward, ConvGeom};
+use mxfn_core::kernels::conv::{
+    conv_backward_data, conv_backward_weight, conv_forward, conv_forward_tiled, ConvGeom,
+};
+use mxfn_core::kernels::conv_tiled::FilterPanels;
 use mxfn_core::kernels::par::on_pool;
 use mxfn_core::Result;
 use std::time::Instant;
@@ -129,6 +132,45 @@ fn main() -> Result<()> {
                 "{c:>4}→{f:<4}/{groups:<4} {size:>3}² {k}/{stride}                   {:8.3} {:9.3}",
                 ms[0], ms[1]
             );
+        }
+        // Layers of SqueezeNet, DenseNet-121, MobileNet v2 and Inception v3 at batch 1: the
+        // GEMM path against the tiled one with the weight packed ahead (inference).
+        let zoo = [
+            (3, 64, 224, 3, 2),
+            (16, 64, 55, 3, 1),
+            (16, 64, 55, 1, 1),
+            (64, 16, 55, 1, 1),
+            (512, 1000, 13, 1, 1),
+            (128, 32, 56, 3, 1),
+            (256, 128, 56, 1, 1),
+            (128, 32, 28, 3, 1),
+            (64, 96, 35, 3, 1),
+            (128, 32, 14, 3, 1),
+            (1024, 128, 14, 1, 1),
+            (128, 32, 7, 3, 1),
+            (16, 96, 112, 1, 1),
+            (144, 24, 56, 1, 1),
+            (320, 1280, 7, 1, 1),
+            (32, 32, 147, 3, 1),
+            (80, 192, 71, 3, 1),
+            (768, 192, 17, 1, 1),
+        ];
+        println!("batch-1 forward (c→f, size, k/stride)             gemm     tiled  (ms)");
+        for (c, f, size, k, stride) in zoo {
+            let g = geom(1, (c, f, 1), size, k, stride);
+            let x = fill(c * g.in_len(), 1);
+            let w = fill(g.weight_len(), 2);
+            let b = fill(f, 4);
+            let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
+            let mut y = vec![0.0; f * g.out_len()];
+            let gemm = best_ms(reps * 4, || {
+                conv_forward(&g, &x, &w, Some(&b), &mut y, Some(&relu))
+            })?;
+            let panels = FilterPanels::new(&w, f, g.col_rows());
+            let tiled = best_ms(reps * 4, || {
+                conv_forward_tiled(&g, &x, &panels, Some(&b), &mut y, Some(&relu))
+            })?;
+            println!("{c:>4}→{f:<4} {size:>3}² {k}/{stride}                        {gemm:8.3} {tiled:9.3}");
         }
         Ok(())
     })

@@ -250,10 +250,15 @@ fn batchnorm_fuses_the_activation_after_it() {
 /// At inference, BatchNorm folds into the convolution before it (weights and bias scaled,
 /// with or without a bias of its own) and relu6 runs inside: the output matches the unfused
 /// run to float32 rounding, three steps become one, and BatchNorm's other outputs are its
-/// moving statistics. In training (batch statistics) nothing folds.
+/// moving statistics. In training (batch statistics) nothing folds. Images 30 wide run the
+/// tiled kernel (columns gathered per tile).
 #[test]
 fn batchnorm_folds_into_the_convolution_at_inference() {
-    for no_bias in ["True", "False"] {
+    for (no_bias, shape) in [
+        ("True", [2, 3, 6, 6]),
+        ("False", [2, 3, 6, 6]),
+        ("False", [1, 3, 30, 30]),
+    ] {
         let conv = layer(
             "Convolution",
             &[
@@ -274,7 +279,7 @@ fn batchnorm_folds_into_the_convolution_at_inference() {
             bn.clone(),
         )]);
         let run = |monitor: bool, req: GradReq| {
-            let mut e = filled_executor(&net, &[2, 3, 6, 6], req, monitor);
+            let mut e = filled_executor(&net, &shape, req, monitor);
             for name in e.aux_names.clone() {
                 // Moving means around 0, variances in (0.5, 1.5).
                 let v: Vec<f32> = (0..4)

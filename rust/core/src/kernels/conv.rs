@@ -3,11 +3,14 @@
 //! uses the same three passes with the roles of forward and data gradient swapped).
 
 use super::conv_packed::{packed_product, PackedFilters};
+use super::conv_tiled::{tiled_product, Columns, FilterPanels};
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
 use super::gemm::{gemm_split, MatRef};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
-use super::tuning::{CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE, CONV_PACKED_MAX_POSITIONS};
+use super::tuning::{
+    CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE, CONV_PACKED_MAX_POSITIONS, TILED_MIN_WIDTH,
+};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -615,6 +618,71 @@ pub fn conv_forward_packed(
     }
     if let Some(e) = epilogue {
         e(y);
+    }
+    Ok(())
+}
+
+/// Whether an inference convolution runs through [`conv_forward_tiled`] with its weight
+/// packed ahead: one group, a kernel window wider than 1×1, output rows of at least
+/// [`TILED_MIN_WIDTH`] positions. Its columns are then gathered tile by tile into L1 where
+/// the GEMM path writes the whole column matrix out and copies it once more into its own
+/// panels. A 1×1 convolution's input is its column matrix already: there the GEMM's own
+/// blocking kept the lead (1024 → 128 at 14²: 0.20 ms against 0.28).
+pub fn tiles_weight(g: &ConvGeom) -> bool {
+    g.groups == 1
+        && !g.is_pointwise()
+        && g.output[2] >= TILED_MIN_WIDTH
+        && !packs_weight(g)
+        && g.col_rows() > 0
+}
+
+/// [`conv_forward`] with the weight packed ahead ([`FilterPanels`] of `(filters, col_rows)`):
+/// per sample, its columns (gathered tile by tile from the input, never written out) through
+/// [`tiled_product`], which writes the output with the bias and runs `epilogue` over it in
+/// cache. Samples run side by side when that pays, else each sample's passes split across
+/// the pool.
+pub fn conv_forward_tiled(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &FilterPanels,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) -> Result<()> {
+    g.validate()?;
+    let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
+    g.check_len("conv forward: data", x.len(), g.batch * c * il)?;
+    g.check_len("conv forward: output", y.len(), g.batch * f * l)?;
+    if g.groups != 1 || w.filters() != f || w.k() != g.col_rows() {
+        return Err(Error::invalid(
+            "conv forward: packed weight",
+            format!("{f} filters of {} values, one group", g.col_rows()),
+            format!("{} filters of {} values", w.filters(), w.k()),
+        ));
+    }
+    if let Some(b) = bias {
+        g.check_len("conv forward: bias", b.len(), f)?;
+    }
+    if f * l == 0 {
+        return Ok(());
+    }
+    let sample = |(n, y_n): (usize, &mut [f32]), inner: bool| {
+        let x_n = &x[n * c * il..(n + 1) * c * il];
+        let cols = if g.is_pointwise() {
+            Columns::Matrix { b: x_n, ldb: l }
+        } else {
+            Columns::Image { g, x: x_n }
+        };
+        tiled_product(w, cols, l, bias, epilogue, y_n, inner);
+    };
+    if g.parallel() {
+        y.par_chunks_mut(f * l)
+            .enumerate()
+            .for_each(|s| sample(s, false));
+    } else {
+        y.chunks_mut(f * l)
+            .enumerate()
+            .for_each(|s| sample(s, true));
     }
     Ok(())
 }

@@ -126,12 +126,12 @@ pub fn packed_product(
 
 /// A raw pointer the parts share; each writes its own filters' outputs.
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
+pub(super) struct SendPtr(pub(super) *mut f32);
 // SAFETY: only used to hand disjoint outputs of one buffer to scoped parallel parts.
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 impl SendPtr {
-    fn get(self) -> *mut f32 {
+    pub(super) fn get(self) -> *mut f32 {
         self.0
     }
 }

@@ -280,6 +280,81 @@ fn packed_weights_match_the_gemm_path() {
     assert!(conv_forward_packed(&g, &x, &packed, None, &mut y, None).is_err());
 }
 
+/// The tiled path (columns gathered tile by tile from the input) against the GEMM path, on
+/// every one-group geometry and on larger ones: several tiles and k blocks, a row of tiles
+/// crossing output rows, strides with padding, a 3-D kernel; with bias and an epilogue.
+#[test]
+fn tiled_weights_match_the_gemm_path() {
+    let mut cases: Vec<ConvGeom> = geoms().into_iter().filter(|g| g.groups == 1).collect();
+    cases.push(mk(
+        1,
+        40,
+        37,
+        1,
+        [1, 13, 11],
+        [1, 3, 3],
+        [1; 3],
+        [1; 3],
+        [0, 1, 1],
+    ));
+    cases.push(mk(
+        2,
+        30,
+        20,
+        1,
+        [1, 17, 19],
+        [1, 3, 5],
+        [1, 2, 3],
+        [1, 1, 2],
+        [0, 2, 1],
+    ));
+    cases.push(mk(
+        1,
+        3,
+        64,
+        1,
+        [1, 40, 40],
+        [1, 3, 3],
+        [1, 2, 2],
+        [1; 3],
+        [0; 3],
+    ));
+    cases.push(mk(
+        2,
+        5,
+        9,
+        1,
+        [4, 6, 7],
+        [3, 3, 3],
+        [1, 1, 2],
+        [1; 3],
+        [1, 1, 1],
+    ));
+    cases.push(mk(
+        1,
+        300,
+        17,
+        1,
+        [1, 9, 9],
+        [1, 1, 1],
+        [1; 3],
+        [1; 3],
+        [0; 3],
+    ));
+    for g in cases {
+        let x = vals(g.batch * g.channels * g.in_len(), 25);
+        let w = vals(g.weight_len(), 26);
+        let b = vals(g.filters, 27);
+        let panels = FilterPanels::new(&w, g.filters, g.col_rows());
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+        let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+        let mut want = y.clone();
+        conv_forward_tiled(&g, &x, &panels, Some(&b), &mut y, Some(&relu)).unwrap();
+        conv_forward_gemm(&g, &x, &w, Some(&b), &mut want, Some(&relu)).unwrap();
+        close(&y, &want);
+    }
+}
+
 fn close(a: &[f32], b: &[f32]) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {

@@ -3,6 +3,7 @@
 pub mod binary;
 pub mod conv;
 pub mod conv_packed;
+pub mod conv_tiled;
 pub mod copy;
 pub mod dense;
 mod depthwise;

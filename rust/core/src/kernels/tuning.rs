@@ -42,6 +42,13 @@ pub const CONV_GEMM_PARALLEL_ABOVE: usize = 1 << 22;
 /// filters × 4608) the packed kernel ran 2.4× the GEMM's speed, at 16 1.3×, at 64 0.8×.
 pub const CONV_PACKED_MAX_POSITIONS: usize = 32;
 
+/// Output width from which an inference convolution (wider than 1×1) gathers its columns
+/// tile by tile (`kernels::conv_tiled`) instead of im2col + GEMM. Each output row is one run
+/// of the gather, with its own bookkeeping: at 14×14 and 7×7 that cost more than the
+/// column matrix it saves (128 → 32, 3×3 at 14²: 0.19 ms against 0.13; at 28² 0.45 against
+/// 0.50, at 56² 1.5 against 1.9).
+pub const TILED_MIN_WIDTH: usize = 24;
+
 /// Rows (or columns) of a GEMM output below which a band is not worth its own thread.
 pub const GEMM_MIN_BAND: usize = 32;
 

@@ -8,9 +8,10 @@ use super::{
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
     add_channel_bias, channel_sums, conv_backward_data, conv_backward_weight, conv_forward,
-    conv_forward_packed, conv_out_size, packs_weight, ConvGeom,
+    conv_forward_packed, conv_forward_tiled, conv_out_size, packs_weight, tiles_weight, ConvGeom,
 };
 use crate::kernels::conv_packed::PackedFilters;
+use crate::kernels::conv_tiled::FilterPanels;
 use crate::kernels::par::overwritten;
 use crate::tensor::NDArray;
 use std::borrow::Cow;
@@ -24,6 +25,8 @@ struct ConvPrepared {
     bias: Option<Vec<f32>>,
     /// The (folded) weight packed for [`conv_forward_packed`], when the geometry runs it.
     packed: Option<PackedFilters>,
+    /// The (folded) weight packed for [`conv_forward_tiled`], when the geometry runs it.
+    tiled: Option<FilterPanels>,
 }
 
 const LAYOUTS: &[&str] = &["None", "NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC"];
@@ -510,8 +513,8 @@ impl Operator for Conv {
             Ok(g) => g,
             Err(e) => return Some(Err(e)),
         };
-        let pack = packs_weight(&g);
-        if affine.is_none() && !pack {
+        let (pack, tile) = (packs_weight(&g), tiles_weight(&g));
+        if affine.is_none() && !pack && !tile {
             return None;
         }
         let prepare = || -> Result<Prepared> {
@@ -537,14 +540,16 @@ impl Operator for Conv {
                 None => (Cow::Borrowed(w), None),
             };
             let packed = pack.then(|| PackedFilters::new(&w, self.num_filter, g.col_rows()));
+            let tiled = tile.then(|| FilterPanels::new(&w, self.num_filter, g.col_rows()));
             Ok(Arc::new(ConvPrepared {
-                // The packed copy is all the kernel reads.
-                weight: match (&packed, w) {
-                    (None, Cow::Owned(w)) => Some(w),
+                // A packed copy is all the kernels read.
+                weight: match (packed.is_some() || tiled.is_some(), w) {
+                    (false, Cow::Owned(w)) => Some(w),
                     _ => None,
                 },
                 bias,
                 packed,
+                tiled,
             }))
         };
         Some(prepare())
@@ -573,6 +578,17 @@ impl Operator for Conv {
                 let y = unsafe {
                     overwritten(out_shape.iter().product(), |y| {
                         conv_forward_packed(&g, x, packed, bias, y, epilogue)
+                    })
+                }?;
+                return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
+            }
+            if let Some(tiled) = &p.tiled {
+                let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
+                let x = data.f32s(&format!("{}: data", self.op))?;
+                // SAFETY: the tiled product writes the whole output (then the epilogue).
+                let y = unsafe {
+                    overwritten(out_shape.iter().product(), |y| {
+                        conv_forward_tiled(&g, x, tiled, bias, y, epilogue)
                     })
                 }?;
                 return Ok(vec![NDArray::from_f32(&out_shape, y)?]);

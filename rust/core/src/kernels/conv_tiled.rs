@@ -1,0 +1,548 @@
+//! Inference convolution products over many output positions with the weight packed ahead:
+//! `y (filters × positions) = W · B + bias`, then the fused activation, in one pass.
+//!
+//! A general GEMM packs both operands on every call and leaves the bias and the activation
+//! to passes of their own over the output. Here the weight is packed once into panels of
+//! [`MR`] filters ([`FilterPanels`], kept by the executor between passes) and the column
+//! matrix `B` (im2col's output, or for a 1×1 convolution the input itself) is read as it
+//! lies: its rows are contiguous runs of positions, which are exactly the vectors the tiles
+//! need. A tile holds `MR` filters × up to [`NV`] vectors of 16 positions in registers; each
+//! row of `B` costs `NV` loads and `MR` broadcasts for `MR · NV` FMAs. The bias goes in as the
+//! tile is stored and the activation runs over each output row while it is in cache.
+//!
+//! The loops: blocks of `k` (so a block of the weight stays in L2), then tiles of positions
+//! (their `B` block stays in L1 across the filter panels), then panels. Every output sums
+//! over `k` in order, whatever the thread split.
+
+use super::conv::{copy_short, valid_range, ConvGeom};
+use super::conv_packed::SendPtr;
+use super::par::SERIAL_BELOW;
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// Filters per panel (rows of a tile).
+const MR: usize = 8;
+/// Vectors of positions per tile.
+const NV: usize = 3;
+/// Float32 lanes per vector.
+const LANES: usize = 16;
+/// Positions per full tile.
+const TILE: usize = NV * LANES;
+/// Rows of `k` per block at most: a tile's block of `B` (`KC × TILE` values, 48 KB) stays in
+/// the core's L1 while every panel passes over it.
+const KC: usize = 128;
+
+/// A convolution weight `(filters, k)` (row-major) packed into panels of [`MR`] filters:
+/// element `(f, r)` at `(f / MR) · k · MR + r · MR + f % MR`, the last panel zero-padded.
+#[derive(Clone, Debug)]
+pub struct FilterPanels {
+    data: Vec<f32>,
+    filters: usize,
+    k: usize,
+}
+
+impl FilterPanels {
+    /// Packs `w (filters, k)`. Panics if `w` is shorter than `filters · k`.
+    pub fn new(w: &[f32], filters: usize, k: usize) -> FilterPanels {
+        let panels = filters.div_ceil(MR);
+        let mut data = vec![0.0f32; panels * k * MR];
+        if k > 0 {
+            for (p, panel) in data.chunks_exact_mut(k * MR).enumerate() {
+                for j in 0..(filters - p * MR).min(MR) {
+                    let src = &w[(p * MR + j) * k..][..k];
+                    for (dst, &v) in panel[j..].iter_mut().step_by(MR).zip(src) {
+                        *dst = v;
+                    }
+                }
+            }
+        }
+        FilterPanels { data, filters, k }
+    }
+
+    /// Number of filters (rows of the weight).
+    pub fn filters(&self) -> usize {
+        self.filters
+    }
+
+    /// Values per filter (columns of the weight).
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    fn panels(&self) -> usize {
+        self.filters.div_ceil(MR)
+    }
+}
+
+/// Where the product's right operand `B (k × l)` comes from.
+#[derive(Clone, Copy)]
+pub enum Columns<'a> {
+    /// A column matrix (for a 1×1 convolution, the input itself): element `(r, q)` at
+    /// `b[r · ldb + q]`.
+    Matrix {
+        /// The values.
+        b: &'a [f32],
+        /// The distance between rows.
+        ldb: usize,
+    },
+    /// One sample's image `(channels, input)` of convolution `g`, unfolded tile by tile as
+    /// im2col would (row `c · kernel_len + tap`, zero in the padding): the column matrix is
+    /// never written out, each tile's block of it is gathered straight into L1.
+    Image {
+        /// The convolution (its batch is not used).
+        g: &'a ConvGeom,
+        /// The sample's image.
+        x: &'a [f32],
+    },
+}
+
+impl Columns<'_> {
+    /// Whether the source holds `k` rows of `l` positions.
+    fn holds(&self, k: usize, l: usize) -> bool {
+        match *self {
+            Columns::Matrix { b, ldb } => k == 0 || (ldb >= l && b.len() >= (k - 1) * ldb + l),
+            Columns::Image { g, x } => {
+                g.col_rows() == k && g.out_len() == l && x.len() >= g.channels * g.in_len()
+            }
+        }
+    }
+}
+
+/// What gathering one row of an image's column matrix needs, worked out once per product
+/// (the divisions cost more than a tile's row of multiply-adds at 7×7).
+#[derive(Clone, Copy)]
+struct RowTap {
+    /// Offset of the row's channel plane in the image.
+    plane: usize,
+    /// The tap's dilated offsets along the three axes.
+    off: [usize; 3],
+    /// Output columns whose tap lands inside the input row.
+    cols: (usize, usize),
+}
+
+fn row_taps(g: &ConvGeom) -> Vec<RowTap> {
+    let [_, kh, kw] = g.kernel;
+    (0..g.col_rows())
+        .map(|r| {
+            let (c, tap) = (r / g.kernel_len(), r % g.kernel_len());
+            let (td, ty, tx) = (tap / (kh * kw), tap / kw % kh, tap % kw);
+            let off = [td * g.dilate[0], ty * g.dilate[1], tx * g.dilate[2]];
+            RowTap {
+                plane: c * g.in_len(),
+                off,
+                cols: valid_range(g.output[2], g.stride[2], off[2], g.pad[2], g.input[2]),
+            }
+        })
+        .collect()
+}
+
+/// Copies rows `rows` of positions `q..q + n` of `cols` into `block` (rows [`TILE`] apart).
+fn pack(pr: &Product, rows: Range<usize>, q: usize, n: usize, block: &mut [f32]) {
+    match pr.cols {
+        Columns::Matrix { b, ldb } => {
+            for (r, dst) in rows.zip(block.chunks_exact_mut(TILE)) {
+                copy_short(&mut dst[..n], &b[r * ldb + q..r * ldb + q + n]);
+            }
+        }
+        Columns::Image { g, x } => {
+            let [_, oh, ow] = g.output;
+            let at = (q / (oh * ow), q / ow % oh, q % ow);
+            for (r, dst) in rows.zip(block.chunks_exact_mut(TILE)) {
+                gather_row(g, x, &pr.taps[r], at, &mut dst[..n]);
+            }
+        }
+    }
+}
+
+/// One row of `g`'s column matrix of image `x` from output position `at` (depth, row,
+/// column) on, into `dst`: run by run along the output's rows (each a strided run of one
+/// input row, zeros where the tap falls into the padding).
+fn gather_row(g: &ConvGeom, x: &[f32], tap: &RowTap, at: (usize, usize, usize), dst: &mut [f32]) {
+    let [_, oh, ow] = g.output;
+    let [id, ih, iw] = g.input;
+    let (xlo, xhi) = tap.cols;
+    // Input coordinate along `axis` of output coordinate `o`, if inside the input.
+    let inside = |o: usize, axis: usize, size: usize| {
+        (o * g.stride[axis] + tap.off[axis])
+            .checked_sub(g.pad[axis])
+            .filter(|&i| i < size)
+    };
+    let (mut od, mut oy, mut ox0) = at;
+    let mut done = 0;
+    while done < dst.len() {
+        let len = (ow - ox0).min(dst.len() - done);
+        let run = &mut dst[done..done + len];
+        done += len;
+        let (z, y) = (inside(od, 0, id), inside(oy, 1, ih));
+        let (a, b) = (xlo.clamp(ox0, ox0 + len), xhi.clamp(ox0, ox0 + len));
+        match (z, y) {
+            (Some(iz), Some(iy)) if a < b => {
+                run[..a - ox0].fill(0.0);
+                run[b - ox0..].fill(0.0);
+                let row = &x[tap.plane + (iz * ih + iy) * iw..][..iw];
+                // In the input: valid_range put column a's tap inside it.
+                let first = a * g.stride[2] + tap.off[2] - g.pad[2];
+                let part = &mut run[a - ox0..b - ox0];
+                if g.stride[2] == 1 {
+                    copy_short(part, &row[first..first + part.len()]);
+                } else {
+                    for (d, s) in part
+                        .iter_mut()
+                        .zip(row[first..].iter().step_by(g.stride[2]))
+                    {
+                        *d = *s;
+                    }
+                }
+            }
+            _ => run.fill(0.0),
+        }
+        ox0 = 0;
+        oy += 1;
+        if oy == oh {
+            (oy, od) = (0, od + 1);
+        }
+    }
+}
+
+/// The operands of one product, shared by its parts.
+struct Product<'a> {
+    w: &'a FilterPanels,
+    cols: Columns<'a>,
+    /// For [`Columns::Image`]: every row's tap (see [`row_taps`]).
+    taps: Vec<RowTap>,
+    l: usize,
+    bias: Option<&'a [f32]>,
+}
+
+/// `y (filters, l) = W · B (+ bias[f] per filter)`, then `epilogue` over each output row,
+/// for `B (w.k() × l)` from `cols` and `y`'s rows `l` apart. With `split`, the positions (or,
+/// when they are few, the panels) are shared among the pool's threads when the work is
+/// large enough.
+pub fn tiled_product(
+    w: &FilterPanels,
+    cols: Columns,
+    l: usize,
+    bias: Option<&[f32]>,
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+    y: &mut [f32],
+    split: bool,
+) {
+    let (f, k) = (w.filters, w.k);
+    assert!(
+        l == 0
+            || f == 0
+            || (cols.holds(k, l) && y.len() >= f * l && bias.is_none_or(|b| b.len() >= f)),
+        "tiled conv product: operands too short"
+    );
+    if l == 0 || f == 0 {
+        return;
+    }
+    let taps = match cols {
+        Columns::Image { g, .. } => row_taps(g),
+        Columns::Matrix { .. } => Vec::new(),
+    };
+    let pr = Product {
+        w,
+        cols,
+        taps,
+        l,
+        bias,
+    };
+    let (tiles, panels) = (l.div_ceil(TILE), w.panels());
+    let threads = rayon::current_num_threads();
+    let big = split && f * l * k.max(1) >= SERIAL_BELOW * 4;
+    // By positions when each thread gets two tiles or more (a thread with one full tile
+    // against one with a sliver would wait), else by panels.
+    let parts: Vec<(Range<usize>, Range<usize>)> = if big && tiles >= 2 * threads {
+        (0..threads)
+            .map(|i| (0..panels, i * tiles / threads..(i + 1) * tiles / threads))
+            .collect()
+    } else if big && panels >= threads {
+        (0..threads)
+            .map(|i| (i * panels / threads..(i + 1) * panels / threads, 0..tiles))
+            .collect()
+    } else {
+        vec![(0..panels, 0..tiles)]
+    };
+    let yp = SendPtr(y.as_mut_ptr());
+    let run = |(ps, ts): (Range<usize>, Range<usize>)| {
+        // SAFETY: the parts cover disjoint (filters, positions) blocks of `y`, all inside it
+        // (checked above).
+        unsafe { product_part(&pr, ps.clone(), ts.clone(), yp.get()) };
+        if let Some(e) = epilogue {
+            let (q0, q1) = (ts.start * TILE, (ts.end * TILE).min(l));
+            for fi in ps.start * MR..(ps.end * MR).min(f) {
+                // SAFETY: row fi's positions q0..q1 belong to this part alone.
+                let row =
+                    unsafe { std::slice::from_raw_parts_mut(yp.get().add(fi * l + q0), q1 - q0) };
+                e(row);
+            }
+        }
+    };
+    if parts.len() > 1 {
+        parts.into_par_iter().for_each(run);
+    } else {
+        parts.into_iter().for_each(run);
+    }
+}
+
+/// Blocks of `k` of at most [`KC`] rows, sizes differing by at most one.
+fn k_blocks(k: usize) -> impl Iterator<Item = Range<usize>> {
+    let count = k.div_ceil(KC).max(1);
+    (0..count).map(move |i| i * k / count..(i + 1) * k / count)
+}
+
+/// One tile's place: its panel's rows of the block, the packed block of `B`, the block's
+/// length, the positions' count, and whether the block is the first (the sums start from 0)
+/// or the last (the bias goes in) of `k`.
+struct Tile {
+    w: *const f32,
+    block: *const f32,
+    kc: usize,
+    n: usize,
+    rows: usize,
+    first: bool,
+    bias: Option<*const f32>,
+}
+
+/// Panels `ps` × position tiles `ts` of the product: for each block of `k` and each tile,
+/// the tile's block of `B` is packed once (rows made contiguous, into L1), then every panel
+/// passes over it — in AVX-512 registers when the CPU has them, else in plain loops.
+///
+/// # Safety
+/// `y` holds the `(filters, l)` output.
+unsafe fn product_part(pr: &Product, ps: Range<usize>, ts: Range<usize>, y: *mut f32) {
+    #[cfg(target_arch = "x86_64")]
+    let wide = std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let wide = false;
+    let (f, k, l) = (pr.w.filters, pr.w.k, pr.l);
+    let blocks: Vec<Range<usize>> = k_blocks(k).collect();
+    let mut block = vec![0.0f32; KC * TILE];
+    for (bi, kb) in blocks.iter().enumerate() {
+        for t in ts.clone() {
+            let q = t * TILE;
+            let n = (l - q).min(TILE);
+            pack(pr, kb.clone(), q, n, &mut block);
+            for p in ps.clone() {
+                let f0 = p * MR;
+                let tile = Tile {
+                    w: pr.w.data[(p * k + kb.start) * MR..].as_ptr(),
+                    block: block.as_ptr(),
+                    kc: kb.len(),
+                    n,
+                    rows: MR.min(f - f0),
+                    first: bi == 0,
+                    bias: pr
+                        .bias
+                        .filter(|_| bi + 1 == blocks.len())
+                        .map(|b| b[f0..].as_ptr()),
+                };
+                // SAFETY: the tile's outputs (rows f0.., positions q..q + n) lie inside `y`
+                // (the caller's contract); its panel rows and block were built to size.
+                unsafe {
+                    let yt = y.add(f0 * l + q);
+                    #[cfg(target_arch = "x86_64")]
+                    if wide {
+                        avx512::tile(&tile, yt, l);
+                        continue;
+                    }
+                    let _ = wide;
+                    tile_plain(&tile, yt, l);
+                }
+            }
+        }
+    }
+}
+
+/// See [`product_part`]: one tile in plain loops, each output summing over the block's
+/// rows in order.
+///
+/// # Safety
+/// The tile's rows `..t.rows` of `y` (`ldy` apart) hold its `t.n` positions.
+unsafe fn tile_plain(t: &Tile, y: *mut f32, ldy: usize) {
+    for i in 0..t.rows {
+        for j in 0..t.n {
+            // SAFETY: the caller's contract; the panel and block hold kc rows.
+            unsafe {
+                let out = &mut *y.add(i * ldy + j);
+                let mut s = if t.first { 0.0 } else { *out };
+                for r in 0..t.kc {
+                    s += *t.w.add(r * MR + i) * *t.block.add(r * TILE + j);
+                }
+                *out = s + t.bias.map_or(0.0, |b| *b.add(i));
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Tile, LANES, MR, TILE};
+    use std::arch::x86_64::*;
+
+    /// See `product_part`: one tile in registers, by its count of vectors.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `tile_plain`'s contract.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn tile(t: &Tile, y: *mut f32, ldy: usize) {
+        let vectors = t.n.div_ceil(LANES);
+        let rem = t.n - (vectors - 1) * LANES;
+        let tail: __mmask16 = if rem == LANES {
+            0xffff
+        } else {
+            (1u16 << rem) - 1
+        };
+        // SAFETY: forwarded.
+        unsafe {
+            match vectors {
+                1 => tile_of::<1>(t, tail, y, ldy),
+                2 => tile_of::<2>(t, tail, y, ldy),
+                _ => tile_of::<3>(t, tail, y, ldy),
+            }
+        }
+    }
+
+    /// `MR` filters × `V` vectors of positions over the block's rows: starts from the
+    /// output's partial sums unless first, adds the bias when given, stores rows `..rows`
+    /// (the last vector under the `tail` mask).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile_of<const V: usize>(t: &Tile, tail: __mmask16, y: *mut f32, ldy: usize) {
+        const { assert!(V * LANES <= TILE) };
+        let mask = |v: usize| if v + 1 == V { tail } else { 0xffff };
+        let mut acc = [[_mm512_setzero_ps(); V]; MR];
+        // SAFETY (whole body): rows ..t.rows of the output hold the tile's positions under
+        // the masks; the panel holds kc rows of MR values, the block kc rows of TILE.
+        unsafe {
+            if !t.first {
+                for (i, row) in acc.iter_mut().enumerate().take(t.rows) {
+                    for (v, a) in row.iter_mut().enumerate() {
+                        *a = _mm512_maskz_loadu_ps(mask(v), y.add(i * ldy + v * LANES));
+                    }
+                }
+            }
+            for r in 0..t.kc {
+                let mut bv = [_mm512_setzero_ps(); V];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = _mm512_loadu_ps(t.block.add(r * TILE + v * LANES));
+                }
+                let wr = t.w.add(r * MR);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let wv = _mm512_set1_ps(*wr.add(i));
+                    for (a, &x) in row.iter_mut().zip(&bv) {
+                        *a = _mm512_fmadd_ps(wv, x, *a);
+                    }
+                }
+            }
+            for (i, row) in acc.iter().enumerate().take(t.rows) {
+                let add = t
+                    .bias
+                    .map_or(_mm512_setzero_ps(), |b| _mm512_set1_ps(*b.add(i)));
+                for (v, &a) in row.iter().enumerate() {
+                    let at = y.add(i * ldy + v * LANES);
+                    _mm512_mask_storeu_ps(at, mask(v), _mm512_add_ps(a, add));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The product through [`tile_plain`] alone.
+    fn for_each_tile_plain(
+        w: &FilterPanels,
+        cols: Columns,
+        l: usize,
+        bias: Option<&[f32]>,
+        y: &mut [f32],
+    ) {
+        let (f, k) = (w.filters, w.k);
+        let pr = Product {
+            w,
+            cols,
+            taps: Vec::new(),
+            l,
+            bias,
+        };
+        let blocks: Vec<Range<usize>> = k_blocks(k).collect();
+        let mut block = vec![0.0f32; KC * TILE];
+        for (bi, kb) in blocks.iter().enumerate() {
+            for q in (0..l).step_by(TILE) {
+                let n = (l - q).min(TILE);
+                pack(&pr, kb.clone(), q, n, &mut block);
+                for p in 0..w.panels() {
+                    let tile = Tile {
+                        w: w.data[(p * k + kb.start) * MR..].as_ptr(),
+                        block: block.as_ptr(),
+                        kc: kb.len(),
+                        n,
+                        rows: MR.min(f - p * MR),
+                        first: bi == 0,
+                        bias: bias
+                            .filter(|_| bi + 1 == blocks.len())
+                            .map(|b| b[p * MR..].as_ptr()),
+                    };
+                    // SAFETY: the tile lies inside y (f × l).
+                    unsafe { tile_plain(&tile, y.as_mut_ptr().add(p * MR * l + q), l) };
+                }
+            }
+        }
+    }
+
+    /// Both kernels against direct sums: position tails of every vector count, filter
+    /// tails, several k blocks, a row stride wider than the positions, bias, an epilogue, and
+    /// a thread split (by positions and by panels).
+    #[test]
+    fn products_match_direct_sums() {
+        for (f, k, l, extra) in [
+            (1, 1, 1, 0),
+            (5, 7, 3, 0),
+            (8, 20, 16, 2),
+            (13, 33, 47, 0),
+            (16, 300, 49, 5),
+            (50, 600, 100, 0),
+            // large enough to split: by positions, then by panels
+            (64, 700, 200, 3),
+            (200, 900, 40, 0),
+        ] {
+            let ldb = l + extra;
+            let w: Vec<f32> = (0..f * k)
+                .map(|i| ((i * 37) % 19) as f32 / 7.0 - 1.3)
+                .collect();
+            let b: Vec<f32> = (0..k * ldb)
+                .map(|i| ((i * 13) % 23) as f32 / 11.0 - 1.0)
+                .collect();
+            let bias: Vec<f32> = (0..f).map(|i| i as f32 * 0.25 - 2.0).collect();
+            let packed = FilterPanels::new(&w, f, k);
+            let want: Vec<f64> = (0..f * l)
+                .map(|i| {
+                    let (fi, q) = (i / l, i % l);
+                    let s: f64 = (0..k)
+                        .map(|r| f64::from(w[fi * k + r]) * f64::from(b[r * ldb + q]))
+                        .sum();
+                    (s + f64::from(bias[fi])).max(0.0)
+                })
+                .collect();
+            let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
+            let mut fast = vec![f32::NAN; f * l];
+            let cols = Columns::Matrix { b: &b, ldb };
+            tiled_product(&packed, cols, l, Some(&bias), Some(&relu), &mut fast, true);
+            let mut plain = vec![f32::NAN; f * l];
+            for_each_tile_plain(&packed, cols, l, Some(&bias), &mut plain);
+            relu(&mut plain);
+            for (i, &want) in want.iter().enumerate() {
+                for (name, got) in [("fast", fast[i]), ("plain", plain[i])] {
+                    assert!(
+                        (f64::from(got) - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                        "{name} f{f} k{k} l{l} [{i}]: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
