@@ -2,7 +2,10 @@
 //! of ResNet-18 v2 in issue #12's training workload (batch 32, 32×32 images: the stages run
 //! at 8×8, 4×4, 2×2 and 1×1). Prints the best of the repeats in ms for the forward pass, the
 //! data gradient and the weight gradient of each layer; then the forward pass alone of
-//! MobileNet's depthwise and pointwise layers (inference, batch 1 and 16). Meant for
+//! MobileNet's depthwise and pointwise layers (inference, batch 1 and 16); then layers of
+//! the zoo models at batch 1 through the GEMM path and through the tiled one
+//! (`kernels::conv_tiled`, which inference uses for windows wider than 1×1 on images at
+//! least `TILED_MIN_WIDTH` wide; 1×1 rows show why those stay on the GEMM). Meant for
 //! profiling (`perf record`).
 //!
 //! ```text
@@ -151,6 +154,14 @@ fn main() -> Result<()> {
             (16, 96, 112, 1, 1),
             (144, 24, 56, 1, 1),
             (320, 1280, 7, 1, 1),
+            (24, 144, 56, 1, 1),
+            (144, 32, 28, 1, 1),
+            (192, 32, 28, 1, 1),
+            (64, 384, 14, 1, 1),
+            (384, 64, 14, 1, 1),
+            (576, 96, 14, 1, 1),
+            (160, 960, 7, 1, 1),
+            (960, 160, 7, 1, 1),
             (32, 32, 147, 3, 1),
             (80, 192, 71, 3, 1),
             (768, 192, 17, 1, 1),
