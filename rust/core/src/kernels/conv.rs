@@ -2,7 +2,7 @@
 //! data-gradient and weight-gradient passes built on them and the GEMM door (Deconvolution
 //! uses the same three passes with the roles of forward and data gradient swapped).
 
-use super::conv_packed::{packed_product, PackedFilters};
+use super::conv_packed::{packed_product, PackedFilters, Panels};
 use super::conv_tiled::{tiled_product, Columns, FilterPanels};
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
 use super::gemm::{gemm_split, MatRef};
@@ -571,6 +571,36 @@ pub fn conv_forward(
     conv_forward_gemm(g, x, w, bias, y, epilogue)
 }
 
+/// The operands of a convolution with its weight packed ahead: the lengths, and a weight of
+/// the geometry's one group.
+fn check_packed<const W: usize>(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &Panels<W>,
+    bias: Option<&[f32]>,
+    y: &[f32],
+) -> Result<()> {
+    g.validate()?;
+    let f = g.filters;
+    g.check_len(
+        "conv forward: data",
+        x.len(),
+        g.batch * g.channels * g.in_len(),
+    )?;
+    g.check_len("conv forward: output", y.len(), g.batch * f * g.out_len())?;
+    if g.groups != 1 || w.filters() != f || w.k() != g.col_rows() {
+        return Err(Error::invalid(
+            "conv forward: packed weight",
+            format!("{f} filters of {} values, one group", g.col_rows()),
+            format!("{} filters of {} values", w.filters(), w.k()),
+        ));
+    }
+    if let Some(b) = bias {
+        g.check_len("conv forward: bias", b.len(), f)?;
+    }
+    Ok(())
+}
+
 /// Whether a convolution runs through [`conv_forward_packed`] when its weight can be packed
 /// ahead (inference): few output positions in all (batch-1 deep layers, see
 /// [`CONV_PACKED_MAX_POSITIONS`]), one group, not depthwise.
@@ -593,20 +623,8 @@ pub fn conv_forward_packed(
     y: &mut [f32],
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
 ) -> Result<()> {
-    g.validate()?;
-    let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
-    g.check_len("conv forward: data", x.len(), g.batch * c * il)?;
-    g.check_len("conv forward: output", y.len(), g.batch * f * l)?;
-    if g.groups != 1 || w.filters() != f || w.k() != g.col_rows() {
-        return Err(Error::invalid(
-            "conv forward: packed weight",
-            format!("{f} filters of {} values, one group", g.col_rows()),
-            format!("{} filters of {} values", w.filters(), w.k()),
-        ));
-    }
-    if let Some(b) = bias {
-        g.check_len("conv forward: bias", b.len(), f)?;
-    }
+    check_packed(g, x, w, bias, y)?;
+    let l = g.out_len();
     let positions = g.batch * l;
     if g.batch == 1 && g.is_pointwise() {
         packed_product(w, x, l, positions, l, bias, y, true);
@@ -649,20 +667,8 @@ pub fn conv_forward_tiled(
     y: &mut [f32],
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
 ) -> Result<()> {
-    g.validate()?;
+    check_packed(g, x, w, bias, y)?;
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
-    g.check_len("conv forward: data", x.len(), g.batch * c * il)?;
-    g.check_len("conv forward: output", y.len(), g.batch * f * l)?;
-    if g.groups != 1 || w.filters() != f || w.k() != g.col_rows() {
-        return Err(Error::invalid(
-            "conv forward: packed weight",
-            format!("{f} filters of {} values, one group", g.col_rows()),
-            format!("{} filters of {} values", w.filters(), w.k()),
-        ));
-    }
-    if let Some(b) = bias {
-        g.check_len("conv forward: bias", b.len(), f)?;
-    }
     if f * l == 0 {
         return Ok(());
     }

@@ -13,31 +13,34 @@ use rayon::prelude::*;
 const LANES: usize = 16;
 
 /// A convolution weight `(filters, k)` (row-major, `k` = channels × kernel window) packed into
-/// panels of [`LANES`] filters: element `(f, r)` at `(f / LANES) · k · LANES + r · LANES +
-/// f % LANES`, the last panel zero-padded.
+/// panels of `W` filters: element `(f, r)` at `(f / W) · k · W + r · W + f % W`, the last
+/// panel zero-padded. Each product kernel reads a panel's row of `W` filters at a time.
 #[derive(Clone, Debug)]
-pub struct PackedFilters {
-    data: Vec<f32>,
-    filters: usize,
-    k: usize,
+pub struct Panels<const W: usize> {
+    pub(super) data: Vec<f32>,
+    pub(super) filters: usize,
+    pub(super) k: usize,
 }
 
-impl PackedFilters {
+/// The weight in panels of [`LANES`] filters, for [`packed_product`].
+pub type PackedFilters = Panels<LANES>;
+
+impl<const W: usize> Panels<W> {
     /// Packs `w (filters, k)`. Panics if `w` is shorter than `filters · k`.
-    pub fn new(w: &[f32], filters: usize, k: usize) -> PackedFilters {
-        let panels = filters.div_ceil(LANES);
-        let mut data = vec![0.0f32; panels * k * LANES];
+    pub fn new(w: &[f32], filters: usize, k: usize) -> Self {
+        let panels = filters.div_ceil(W);
+        let mut data = vec![0.0f32; panels * k * W];
         if k > 0 {
-            for (p, panel) in data.chunks_exact_mut(k * LANES).enumerate() {
-                for j in 0..(filters - p * LANES).min(LANES) {
-                    let src = &w[(p * LANES + j) * k..][..k];
-                    for (dst, &v) in panel[j..].iter_mut().step_by(LANES).zip(src) {
+            for (p, panel) in data.chunks_exact_mut(k * W).enumerate() {
+                for j in 0..(filters - p * W).min(W) {
+                    let src = &w[(p * W + j) * k..][..k];
+                    for (dst, &v) in panel[j..].iter_mut().step_by(W).zip(src) {
                         *dst = v;
                     }
                 }
             }
         }
-        PackedFilters { data, filters, k }
+        Panels { data, filters, k }
     }
 
     /// Number of filters (rows of the weight).
@@ -50,8 +53,8 @@ impl PackedFilters {
         self.k
     }
 
-    fn panels(&self) -> usize {
-        self.filters.div_ceil(LANES)
+    pub(super) fn panels(&self) -> usize {
+        self.filters.div_ceil(W)
     }
 }
 

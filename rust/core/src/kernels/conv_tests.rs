@@ -352,6 +352,9 @@ fn tiled_weights_match_the_gemm_path() {
         conv_forward_tiled(&g, &x, &panels, Some(&b), &mut y, Some(&relu)).unwrap();
         conv_forward_gemm(&g, &x, &w, Some(&b), &mut want, Some(&relu)).unwrap();
         close(&y, &want);
+        // A weight packed for another geometry is an error, not a read out of bounds.
+        let other = FilterPanels::new(&w, g.filters - 1, g.col_rows());
+        assert!(conv_forward_tiled(&g, &x, &other, None, &mut y, None).is_err());
     }
 }
 

@@ -15,7 +15,7 @@
 //! over `k` in order, whatever the thread split.
 
 use super::conv::{copy_short, valid_range, ConvGeom};
-use super::conv_packed::SendPtr;
+use super::conv_packed::{Panels, SendPtr};
 use super::par::SERIAL_BELOW;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -32,47 +32,8 @@ const TILE: usize = NV * LANES;
 /// the core's L1 while every panel passes over it.
 const KC: usize = 128;
 
-/// A convolution weight `(filters, k)` (row-major) packed into panels of [`MR`] filters:
-/// element `(f, r)` at `(f / MR) · k · MR + r · MR + f % MR`, the last panel zero-padded.
-#[derive(Clone, Debug)]
-pub struct FilterPanels {
-    data: Vec<f32>,
-    filters: usize,
-    k: usize,
-}
-
-impl FilterPanels {
-    /// Packs `w (filters, k)`. Panics if `w` is shorter than `filters · k`.
-    pub fn new(w: &[f32], filters: usize, k: usize) -> FilterPanels {
-        let panels = filters.div_ceil(MR);
-        let mut data = vec![0.0f32; panels * k * MR];
-        if k > 0 {
-            for (p, panel) in data.chunks_exact_mut(k * MR).enumerate() {
-                for j in 0..(filters - p * MR).min(MR) {
-                    let src = &w[(p * MR + j) * k..][..k];
-                    for (dst, &v) in panel[j..].iter_mut().step_by(MR).zip(src) {
-                        *dst = v;
-                    }
-                }
-            }
-        }
-        FilterPanels { data, filters, k }
-    }
-
-    /// Number of filters (rows of the weight).
-    pub fn filters(&self) -> usize {
-        self.filters
-    }
-
-    /// Values per filter (columns of the weight).
-    pub fn k(&self) -> usize {
-        self.k
-    }
-
-    fn panels(&self) -> usize {
-        self.filters.div_ceil(MR)
-    }
-}
+/// The weight in panels of [`MR`] filters, for [`tiled_product`].
+pub type FilterPanels = Panels<MR>;
 
 /// Where the product's right operand `B (k × l)` comes from.
 #[derive(Clone, Copy)]

@@ -571,26 +571,18 @@ impl Operator for Conv {
                 Some(b) => Some(b.as_slice()),
                 None => self.bias(inputs)?,
             };
-            if let Some(packed) = &p.packed {
+            // A packed weight: its kernel writes the whole output (then the epilogue).
+            type Packed<'a> = &'a dyn Fn(&ConvGeom, &[f32], &mut [f32]) -> Result<()>;
+            let packed: Option<Packed> = match (&p.packed, &p.tiled) {
+                (Some(w), _) => Some(&|g, x, y| conv_forward_packed(g, x, w, bias, y, epilogue)),
+                (_, Some(w)) => Some(&|g, x, y| conv_forward_tiled(g, x, w, bias, y, epilogue)),
+                _ => None,
+            };
+            if let Some(run) = packed {
                 let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
                 let x = data.f32s(&format!("{}: data", self.op))?;
-                // SAFETY: the packed product writes the whole output (then the epilogue).
-                let y = unsafe {
-                    overwritten(out_shape.iter().product(), |y| {
-                        conv_forward_packed(&g, x, packed, bias, y, epilogue)
-                    })
-                }?;
-                return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
-            }
-            if let Some(tiled) = &p.tiled {
-                let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
-                let x = data.f32s(&format!("{}: data", self.op))?;
-                // SAFETY: the tiled product writes the whole output (then the epilogue).
-                let y = unsafe {
-                    overwritten(out_shape.iter().product(), |y| {
-                        conv_forward_tiled(&g, x, tiled, bias, y, epilogue)
-                    })
-                }?;
+                // SAFETY: both packed kernels write the whole output.
+                let y = unsafe { overwritten(out_shape.iter().product(), |y| run(&g, x, y)) }?;
                 return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
             }
             let w = match &p.weight {
