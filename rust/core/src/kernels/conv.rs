@@ -2,15 +2,13 @@
 //! data-gradient and weight-gradient passes built on them and the GEMM door (Deconvolution
 //! uses the same three passes with the roles of forward and data gradient swapped).
 
-use super::conv_packed::{packed_product, PackedFilters, Panels};
-use super::conv_tiled::{tiled_product, Columns, FilterPanels};
+pub use super::conv_packed::{conv_forward_packed, packs_weight};
+pub use super::conv_tiled::{conv_forward_tiled, tiles_weight};
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
 use super::gemm::{gemm_split, MatRef};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
-use super::tuning::{
-    CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE, CONV_PACKED_MAX_POSITIONS, TILED_MIN_WIDTH,
-};
+use super::tuning::{CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -100,7 +98,7 @@ impl ConvGeom {
 
     /// A 2-D (or 1-D) convolution without padding, with stride and dilation 1: each output
     /// row of a kernel tap reads one contiguous run of input.
-    fn is_plain_2d(&self) -> bool {
+    pub(super) fn is_plain_2d(&self) -> bool {
         self.input[0] == 1
             && self.kernel[0] == 1
             && self.output[0] == 1
@@ -112,14 +110,14 @@ impl ConvGeom {
 
     /// A 1×1 convolution without padding, stride or dilation: one sample's column matrix is
     /// its input as it is.
-    fn is_pointwise(&self) -> bool {
+    pub(super) fn is_pointwise(&self) -> bool {
         self.is_plain_2d() && self.kernel == [1, 1, 1]
     }
 
     /// A 2-D (or 1-D) depthwise convolution: one filter per channel, each seeing only its own
     /// channel (MobileNet's 3×3 layers). Im2col + one GEMM per group would run a product of
     /// one row per channel; [`depthwise_forward`] and its two transposes loop directly.
-    fn is_depthwise_2d(&self) -> bool {
+    pub(super) fn is_depthwise_2d(&self) -> bool {
         self.groups == self.channels
             && self.filters == self.channels
             && self.input[0] == 1
@@ -129,7 +127,7 @@ impl ConvGeom {
     }
 
     /// Whether batch-parallel work pays for itself (a rough multiply-add count).
-    fn parallel(&self) -> bool {
+    pub(super) fn parallel(&self) -> bool {
         self.batch > 1
             && self.filters
                 * self.channels_per_group()
@@ -139,7 +137,7 @@ impl ConvGeom {
                 >= SERIAL_BELOW
     }
 
-    fn validate(&self) -> Result<()> {
+    pub(super) fn validate(&self) -> Result<()> {
         let ok = self.groups >= 1
             && self.channels.is_multiple_of(self.groups)
             && self.filters.is_multiple_of(self.groups)
@@ -156,7 +154,7 @@ impl ConvGeom {
         }
     }
 
-    fn check_len(&self, what: &str, got: usize, want: usize) -> Result<()> {
+    pub(super) fn check_len(&self, what: &str, got: usize, want: usize) -> Result<()> {
         if got == want {
             Ok(())
         } else {
@@ -327,7 +325,7 @@ fn for_blocks_mut(
 
 /// Whether a memory-bound pass over `len` values (im2col, col2im, a layout change) of a block
 /// whose passes may split (`inner`) goes to the pool.
-fn split_pass(inner: bool, len: usize) -> bool {
+pub(super) fn split_pass(inner: bool, len: usize) -> bool {
     inner && len >= SERIAL_BELOW
 }
 
@@ -352,7 +350,7 @@ fn conv_gemm(
 /// batched GEMMs use: `cols (col_rows, samples · out_len)` row-major — row `c·K + tap`,
 /// column `sample · out_len + position` holds the input value that tap sees there (0 in the
 /// padding). Rows run in parallel, each written front to back.
-fn im2col(g: &ConvGeom, x_block: &[f32], nb: usize, cols: &mut [f32], par: bool) {
+pub(super) fn im2col(g: &ConvGeom, x_block: &[f32], nb: usize, cols: &mut [f32], par: bool) {
     let (l, img_len) = (g.out_len(), g.channels * g.in_len());
     let (ow, iw, sw) = (g.output[2], g.input[2], g.stride[2]);
     let plain = g.is_plain_2d();
@@ -569,128 +567,6 @@ pub fn conv_forward(
         return Ok(());
     }
     conv_forward_gemm(g, x, w, bias, y, epilogue)
-}
-
-/// The operands of a convolution with its weight packed ahead: the lengths, and a weight of
-/// the geometry's one group.
-fn check_packed<const W: usize>(
-    g: &ConvGeom,
-    x: &[f32],
-    w: &Panels<W>,
-    bias: Option<&[f32]>,
-    y: &[f32],
-) -> Result<()> {
-    g.validate()?;
-    let f = g.filters;
-    g.check_len(
-        "conv forward: data",
-        x.len(),
-        g.batch * g.channels * g.in_len(),
-    )?;
-    g.check_len("conv forward: output", y.len(), g.batch * f * g.out_len())?;
-    if g.groups != 1 || w.filters() != f || w.k() != g.col_rows() {
-        return Err(Error::invalid(
-            "conv forward: packed weight",
-            format!("{f} filters of {} values, one group", g.col_rows()),
-            format!("{} filters of {} values", w.filters(), w.k()),
-        ));
-    }
-    if let Some(b) = bias {
-        g.check_len("conv forward: bias", b.len(), f)?;
-    }
-    Ok(())
-}
-
-/// Whether a convolution runs through [`conv_forward_packed`] when its weight can be packed
-/// ahead (inference): few output positions in all (batch-1 deep layers, see
-/// [`CONV_PACKED_MAX_POSITIONS`]), one group, not depthwise.
-pub fn packs_weight(g: &ConvGeom) -> bool {
-    g.groups == 1
-        && !g.is_depthwise_2d()
-        && g.batch * g.out_len() <= CONV_PACKED_MAX_POSITIONS
-        && g.col_rows() > 0
-}
-
-/// [`conv_forward`] with the weight packed ahead ([`PackedFilters`] of `(filters, col_rows)`):
-/// the columns of the whole batch (for one sample of a 1×1 convolution, its input as it is)
-/// through [`packed_product`], which writes the output in place with the bias; then
-/// `epilogue`. For few positions against a large weight (see [`packs_weight`]).
-pub fn conv_forward_packed(
-    g: &ConvGeom,
-    x: &[f32],
-    w: &PackedFilters,
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
-) -> Result<()> {
-    check_packed(g, x, w, bias, y)?;
-    let l = g.out_len();
-    let positions = g.batch * l;
-    if g.batch == 1 && g.is_pointwise() {
-        packed_product(w, x, l, positions, l, bias, y, true);
-    } else {
-        let mut cols = Scratch::take(positions * g.col_rows());
-        let split = split_pass(true, cols.len());
-        im2col(g, x, g.batch, &mut cols, split);
-        packed_product(w, &cols, positions, positions, l, bias, y, true);
-    }
-    if let Some(e) = epilogue {
-        e(y);
-    }
-    Ok(())
-}
-
-/// Whether an inference convolution runs through [`conv_forward_tiled`] with its weight
-/// packed ahead: one group, a kernel window wider than 1×1, output rows of at least
-/// [`TILED_MIN_WIDTH`] positions. Its columns are then gathered tile by tile into L1 where
-/// the GEMM path writes the whole column matrix out and copies it once more into its own
-/// panels. A 1×1 convolution's input is its column matrix already: there the GEMM's own
-/// blocking kept the lead (1024 → 128 at 14²: 0.20 ms against 0.28).
-pub fn tiles_weight(g: &ConvGeom) -> bool {
-    g.groups == 1
-        && !g.is_pointwise()
-        && g.output[2] >= TILED_MIN_WIDTH
-        && !packs_weight(g)
-        && g.col_rows() > 0
-}
-
-/// [`conv_forward`] with the weight packed ahead ([`FilterPanels`] of `(filters, col_rows)`):
-/// per sample, its columns (gathered tile by tile from the input, never written out) through
-/// [`tiled_product`], which writes the output with the bias and runs `epilogue` over it in
-/// cache. Samples run side by side when that pays, else each sample's passes split across
-/// the pool.
-pub fn conv_forward_tiled(
-    g: &ConvGeom,
-    x: &[f32],
-    w: &FilterPanels,
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
-) -> Result<()> {
-    check_packed(g, x, w, bias, y)?;
-    let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
-    if f * l == 0 {
-        return Ok(());
-    }
-    let sample = |(n, y_n): (usize, &mut [f32]), inner: bool| {
-        let x_n = &x[n * c * il..(n + 1) * c * il];
-        let cols = if g.is_pointwise() {
-            Columns::Matrix { b: x_n, ldb: l }
-        } else {
-            Columns::Image { g, x: x_n }
-        };
-        tiled_product(w, cols, l, bias, epilogue, y_n, inner);
-    };
-    if g.parallel() {
-        y.par_chunks_mut(f * l)
-            .enumerate()
-            .for_each(|s| sample(s, false));
-    } else {
-        y.chunks_mut(f * l)
-            .enumerate()
-            .for_each(|s| sample(s, true));
-    }
-    Ok(())
 }
 
 /// [`conv_forward`] through im2col and one GEMM per group (lengths already checked).

@@ -6,7 +6,11 @@
 //! filters, and each step of the product broadcasts one column value against a panel row:
 //! the weight streams through once, the few positions stay in registers.
 
+use super::conv::{im2col, split_pass, ConvGeom};
 use super::par::SERIAL_BELOW;
+use super::scratch::Scratch;
+use super::tuning::CONV_PACKED_MAX_POSITIONS;
+use crate::error::{Error, Result};
 use rayon::prelude::*;
 
 /// Filters per panel: one AVX-512 vector of float32.
@@ -56,6 +60,75 @@ impl<const W: usize> Panels<W> {
     pub(super) fn panels(&self) -> usize {
         self.filters.div_ceil(W)
     }
+}
+
+/// The operands of a convolution with its weight packed ahead: the lengths, and a weight of
+/// the geometry's one group.
+pub(super) fn check_packed<const W: usize>(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &Panels<W>,
+    bias: Option<&[f32]>,
+    y: &[f32],
+) -> Result<()> {
+    g.validate()?;
+    let f = g.filters;
+    g.check_len(
+        "conv forward: data",
+        x.len(),
+        g.batch * g.channels * g.in_len(),
+    )?;
+    g.check_len("conv forward: output", y.len(), g.batch * f * g.out_len())?;
+    if g.groups != 1 || w.filters() != f || w.k() != g.col_rows() {
+        return Err(Error::invalid(
+            "conv forward: packed weight",
+            format!("{f} filters of {} values, one group", g.col_rows()),
+            format!("{} filters of {} values", w.filters(), w.k()),
+        ));
+    }
+    if let Some(b) = bias {
+        g.check_len("conv forward: bias", b.len(), f)?;
+    }
+    Ok(())
+}
+
+/// Whether a convolution runs through [`conv_forward_packed`] when its weight can be packed
+/// ahead (inference): few output positions in all (batch-1 deep layers, see
+/// [`CONV_PACKED_MAX_POSITIONS`]), one group, not depthwise.
+pub fn packs_weight(g: &ConvGeom) -> bool {
+    g.groups == 1
+        && !g.is_depthwise_2d()
+        && g.batch * g.out_len() <= CONV_PACKED_MAX_POSITIONS
+        && g.col_rows() > 0
+}
+
+/// [`conv_forward`] with the weight packed ahead ([`PackedFilters`] of `(filters, col_rows)`):
+/// the columns of the whole batch (for one sample of a 1×1 convolution, its input as it is)
+/// through [`packed_product`], which writes the output in place with the bias; then
+/// `epilogue`. For few positions against a large weight (see [`packs_weight`]).
+pub fn conv_forward_packed(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &PackedFilters,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) -> Result<()> {
+    check_packed(g, x, w, bias, y)?;
+    let l = g.out_len();
+    let positions = g.batch * l;
+    if g.batch == 1 && g.is_pointwise() {
+        packed_product(w, x, l, positions, l, bias, y, true);
+    } else {
+        let mut cols = Scratch::take(positions * g.col_rows());
+        let split = split_pass(true, cols.len());
+        im2col(g, x, g.batch, &mut cols, split);
+        packed_product(w, &cols, positions, positions, l, bias, y, true);
+    }
+    if let Some(e) = epilogue {
+        e(y);
+    }
+    Ok(())
 }
 
 /// Where the product's outputs go: position `p` of the `positions` columns is sample `p / l`,

@@ -1,5 +1,7 @@
 //! Unit tests of the convolution kernels (im2col / GEMM and depthwise paths).
 use super::*;
+use crate::kernels::conv_packed::PackedFilters;
+use crate::kernels::conv_tiled::FilterPanels;
 use crate::kernels::depthwise::depthwise_parallel;
 
 fn vals(n: usize, seed: usize) -> Vec<f32> {
