@@ -284,12 +284,34 @@ const WEIGHT_LANES: usize = 4;
 /// least), sizes differing by at most one. The cut depends only on the geometry, so sums over
 /// blocks combine the same way on any machine.
 fn blocks(g: &ConvGeom) -> Vec<Range<usize>> {
+    cut_batch(g, 1)
+}
+
+/// [`blocks`] with at least `min_count` blocks (as many as there are samples, at most).
+fn cut_batch(g: &ConvGeom, min_count: usize) -> Vec<Range<usize>> {
     let per = (g.col_rows() * g.out_len()).max(1);
     let cap = CONV_BLOCK_VALUES.max(g.weight_len());
-    let count = g.batch.div_ceil((cap / per).max(1)).max(1);
+    let count = g
+        .batch
+        .div_ceil((cap / per).max(1))
+        .max(min_count.min(g.batch))
+        .max(1);
     (0..count)
         .map(|i| i * g.batch / count..(i + 1) * g.batch / count)
         .collect()
+}
+
+/// The least number of blocks a pass that writes each block's output alone (forward, data
+/// gradient) cuts the batch into: one per thread when the weight is small enough for every
+/// thread to stream all of it, so the threads meet once per layer instead of around each
+/// product they would otherwise split (MobileNet at batch 16: 128 → 128 over 4×4 positions
+/// took 60 µs with the product split, 39 µs with the samples split).
+fn blocks_per_thread(g: &ConvGeom) -> usize {
+    if g.weight_len() <= CONV_BLOCK_VALUES && g.parallel() {
+        rayon::current_num_threads()
+    } else {
+        1
+    }
 }
 
 /// Whether blocks run side by side (then each block's work stays on its thread); with a
@@ -303,11 +325,11 @@ fn blocks_in_parallel(g: &ConvGeom, blocks: &[Range<usize>]) -> bool {
 /// whether the block's own passes may split across the pool (blocks one after the other).
 fn for_blocks_mut(
     g: &ConvGeom,
+    blocks: Vec<Range<usize>>,
     out: &mut [f32],
     per_sample: usize,
     f: impl Fn(Range<usize>, &mut [f32], bool) -> Result<()> + Sync,
 ) -> Result<()> {
-    let blocks = blocks(g);
     let par = blocks_in_parallel(g, &blocks);
     let mut parts = Vec::with_capacity(blocks.len());
     let mut rest = out;
@@ -583,39 +605,45 @@ fn conv_forward_gemm(
     if g.is_pointwise() && l >= POINTWISE_DIRECT_MIN_POSITIONS {
         return pointwise_forward(g, x, w, bias, y, epilogue);
     }
-    for_blocks_mut(g, y, f * l, |r, y_block, inner| {
-        let nb = r.len();
-        let mut cols = Scratch::take(nb * l * g.col_rows());
-        let x_block = &x[r.start * c * il..r.end * c * il];
-        let split = split_pass(inner, cols.len());
-        im2col(g, x_block, nb, &mut cols, split);
-        // One sample: the GEMMs' (filters, positions) layout is the output's, so they write
-        // straight into it.
-        let mut y_f = (nb > 1).then(|| Scratch::take(f * nb * l));
-        let out: &mut [f32] = match &mut y_f {
-            Some(buf) => buf,
-            None => y_block,
-        };
-        for grp in 0..g.groups {
-            conv_gemm(
-                group_weight(g, w, grp),
-                group_cols(g, &cols, nb * l, grp),
-                &mut out[grp * fg * nb * l..(grp + 1) * fg * nb * l],
-                false,
-                inner,
-            )?;
-        }
-        match &y_f {
-            Some(buf) => {
-                to_sample_major(g, nb, buf, y_block, bias, split_pass(inner, buf.len()));
-                if let Some(e) = epilogue {
-                    e(y_block);
-                }
+    for_blocks_mut(
+        g,
+        cut_batch(g, blocks_per_thread(g)),
+        y,
+        f * l,
+        |r, y_block, inner| {
+            let nb = r.len();
+            let mut cols = Scratch::take(nb * l * g.col_rows());
+            let x_block = &x[r.start * c * il..r.end * c * il];
+            let split = split_pass(inner, cols.len());
+            im2col(g, x_block, nb, &mut cols, split);
+            // One sample: the GEMMs' (filters, positions) layout is the output's, so they write
+            // straight into it.
+            let mut y_f = (nb > 1).then(|| Scratch::take(f * nb * l));
+            let out: &mut [f32] = match &mut y_f {
+                Some(buf) => buf,
+                None => y_block,
+            };
+            for grp in 0..g.groups {
+                conv_gemm(
+                    group_weight(g, w, grp),
+                    group_cols(g, &cols, nb * l, grp),
+                    &mut out[grp * fg * nb * l..(grp + 1) * fg * nb * l],
+                    false,
+                    inner,
+                )?;
             }
-            None => bias_then(y_block, l, bias, epilogue, split_pass(inner, y_block.len())),
-        }
-        Ok(())
-    })
+            match &y_f {
+                Some(buf) => {
+                    to_sample_major(g, nb, buf, y_block, bias, split_pass(inner, buf.len()));
+                    if let Some(e) = epilogue {
+                        e(y_block);
+                    }
+                }
+                None => bias_then(y_block, l, bias, epilogue, split_pass(inner, y_block.len())),
+            }
+            Ok(())
+        },
+    )
 }
 
 /// Output positions per sample from which a 1×1 convolution skips the column matrix (see
@@ -722,7 +750,7 @@ pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -
         g.col_rows(),
         g.channels_per_group() * g.kernel_len(),
     );
-    for_blocks_mut(g, dx, c * il, |r, dx_block, inner| {
+    for_blocks_mut(g, blocks(g), dx, c * il, |r, dx_block, inner| {
         let nb = r.len();
         let dy_f = filter_major(g, nb, &dy[r.start * f * l..r.end * f * l]);
         let mut cols = Scratch::take(nb * l * ck);
