@@ -228,6 +228,103 @@ fn depthwise_phases_match_the_naive_sum() {
     }
 }
 
+/// The small-plane depthwise kernels (`depthwise_narrow`) against the stacked one, bit for
+/// bit (they sum the same taps in the same order), and against the naive sum: whole planes
+/// in a vector (4×4, 2×2 with several planes per vector whose channels wrap into the next
+/// sample, 1×1, stride 2 from 4×4, uneven pads), rows in a vector (16, 12 and 7 wide, stride
+/// 2 and 3 rows, dilation, a 5×4 window), at batch 1 and in parallel, with bias and relu.
+#[test]
+fn narrow_depthwise_kernels_match_the_stacked_one() {
+    use crate::kernels::depthwise::stacked_forward;
+    use crate::kernels::depthwise_narrow::{narrow_kernel, Narrow};
+    let dw = |batch, channels, input, kernel, stride, dilate, pad| {
+        mk(
+            batch, channels, channels, channels, input, kernel, stride, dilate, pad,
+        )
+    };
+    let pad1 = [0, 1, 1];
+    let cases = [
+        (
+            dw(16, 128, [1, 4, 4], [1, 3, 3], [1; 3], [1; 3], pad1),
+            Narrow::PlanesInVector,
+        ),
+        (
+            dw(1, 128, [1, 4, 4], [1, 3, 3], [1; 3], [1; 3], pad1),
+            Narrow::PlanesInVector,
+        ),
+        (
+            dw(3, 5, [1, 2, 2], [1, 3, 3], [1; 3], [1; 3], pad1),
+            Narrow::PlanesInVector,
+        ),
+        (
+            dw(16, 256, [1, 2, 2], [1, 3, 3], [1; 3], [1; 3], pad1),
+            Narrow::PlanesInVector,
+        ),
+        (
+            dw(2, 7, [1, 1, 1], [1, 3, 3], [1; 3], [1; 3], pad1),
+            Narrow::PlanesInVector,
+        ),
+        (
+            dw(4, 6, [1, 4, 4], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
+            Narrow::PlanesInVector,
+        ),
+        (
+            dw(2, 3, [1, 3, 5], [1, 2, 3], [1, 1, 2], [1; 3], [0, 0, 2]),
+            Narrow::PlanesInVector,
+        ),
+        (
+            dw(16, 32, [1, 16, 16], [1, 3, 3], [1; 3], [1; 3], pad1),
+            Narrow::RowsInVector,
+        ),
+        (
+            dw(1, 16, [1, 32, 32], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
+            Narrow::RowsInVector,
+        ),
+        (
+            dw(3, 9, [1, 12, 12], [1, 3, 3], [1; 3], [1, 2, 2], [0, 2, 2]),
+            Narrow::RowsInVector,
+        ),
+        (
+            dw(2, 4, [1, 9, 13], [1, 5, 4], [1, 3, 2], [1; 3], [0, 2, 1]),
+            Narrow::RowsInVector,
+        ),
+        (
+            dw(8, 40, [1, 7, 7], [1, 3, 3], [1; 3], [1; 3], pad1),
+            Narrow::RowsInVector,
+        ),
+        (
+            dw(2, 3, [1, 6, 31], [1, 3, 3], [1, 1, 2], [1; 3], [0, 0, 0]),
+            Narrow::RowsInVector,
+        ),
+    ];
+    let has_avx512 = std::arch::is_x86_feature_detected!("avx512f");
+    let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+    for (g, kernel) in cases {
+        assert!(g.is_depthwise_2d());
+        assert_eq!(narrow_kernel(&g), has_avx512.then_some(kernel), "{g:?}");
+        let x = vals(g.batch * g.channels * g.in_len(), 41);
+        let w = vals(g.weight_len(), 42);
+        let b = vals(g.filters, 43);
+        let epilogue: &(dyn Fn(&mut [f32]) + Sync) = &relu;
+        for (bias, epi) in [(None, None), (Some(&b[..]), Some(epilogue))] {
+            let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+            let mut want = y.clone();
+            conv_forward(&g, &x, &w, bias, &mut y, epi).unwrap();
+            stacked_forward(&g, &x, &w, bias, &mut want, epi);
+            assert_eq!(
+                y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{g:?}"
+            );
+            let mut naive = naive_forward(&g, &x, &w, bias);
+            if epi.is_some() {
+                relu(&mut naive);
+            }
+            close(&y, &naive);
+        }
+    }
+}
+
 /// The direct 1×1 products against the naive sum on a batch large enough that samples run
 /// side by side, with bias and an epilogue.
 #[test]

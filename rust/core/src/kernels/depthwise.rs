@@ -4,6 +4,7 @@
 //! algorithm. `kernels::conv` sends a [`ConvGeom`] here when it is a 2-D depthwise one.
 
 use super::conv::{copy_short, valid_range, ConvGeom};
+use super::depthwise_narrow::{narrow_forward, narrow_kernel};
 use super::par::{Shared, SERIAL_BELOW};
 use super::scratch::Scratch;
 use rayon::prelude::*;
@@ -11,7 +12,7 @@ use std::ops::Range;
 
 /// Planes of a depthwise pass per parallel task: enough multiply-adds (about 32k) that a task
 /// outweighs handing it to the pool.
-fn depthwise_planes_per_task(g: &ConvGeom) -> usize {
+pub(super) fn depthwise_planes_per_task(g: &ConvGeom) -> usize {
     (32768 / (g.out_len() * g.kernel_len()).max(1)).max(1)
 }
 
@@ -100,9 +101,8 @@ impl PhaseLayout {
 }
 
 /// Depthwise forward: `y[n, c] = Σ_taps w[c, tap] · shifted x[n, c]` (+ `bias[c]`), then
-/// `epilogue` over each output plane while it is in cache. The same channel of up to
-/// [`STACK_VALUES`] worth of samples is laid out by [`PhaseLayout`] and every tap is one
-/// multiply-add over the whole stack; stacks run in parallel. The taps are summed in the
+/// `epilogue` over the output while it is in cache: small planes through the kernels of
+/// `depthwise_narrow`, the others stacked ([`stacked_forward`]). The taps are summed in the
 /// same order as the transposes below see them; the padding contributes `w · 0` (as MXNet's
 /// unfolding does).
 pub(super) fn depthwise_forward(
@@ -116,6 +116,23 @@ pub(super) fn depthwise_forward(
     if g.out_len() == 0 || g.batch == 0 {
         return;
     }
+    match narrow_kernel(g) {
+        Some(kernel) => narrow_forward(kernel, g, x, w, bias, y, epilogue),
+        None => stacked_forward(g, x, w, bias, y, epilogue),
+    }
+}
+
+/// [`depthwise_forward`] over stacked planes: the same channel of up to [`STACK_VALUES`]
+/// worth of samples is laid out by [`PhaseLayout`] and every tap is one multiply-add over
+/// the whole stack; stacks run in parallel.
+pub(super) fn stacked_forward(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) {
     let layout = PhaseLayout::new(g);
     let stacks_per_channel = g.batch.div_ceil(layout.stack);
     let items = g.channels * stacks_per_channel;

@@ -7,6 +7,7 @@ pub mod conv_tiled;
 pub mod copy;
 pub mod dense;
 mod depthwise;
+mod depthwise_narrow;
 pub mod gemm;
 pub mod map;
 pub mod norm;
