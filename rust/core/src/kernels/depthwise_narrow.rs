@@ -95,13 +95,17 @@ pub(super) fn narrow_forward(
     }
 }
 
-/// The weights (and bias) by tap: row `t` holds tap `t` of every channel, then the first
-/// [`LANES`] channels again, so that the planes of one vector — consecutive channels, maybe
-/// running past the last into the next sample's first — read theirs as one run.
+/// What every vector of planes of one [`narrow_forward`] shares, made once per call.
+/// - The weights (and bias) by tap: row `t` holds tap `t` of every channel, then the first
+///   [`LANES`] channels again, so that the planes of one vector — consecutive channels, maybe
+///   running past the last into the next sample's first — read theirs as one run.
+/// - Per tap, which input lane each output lane reads, and whether it exists (else padding).
 struct TapTable {
     taps: Vec<f32>,
     bias: Option<Vec<f32>>,
     row: usize,
+    index: Vec<[i32; LANES]>,
+    valid: Vec<u16>,
 }
 
 impl TapTable {
@@ -109,11 +113,37 @@ impl TapTable {
         let (c, k) = (g.channels, g.kernel_len());
         let row = c + LANES;
         // Channel i % c at position i of a row.
+        let channels = || (0..c).cycle().take(row);
         let taps = (0..k)
-            .flat_map(|t| (0..row).map(move |i| w[i % c * k + t]))
+            .flat_map(|t| channels().map(move |ch| w[ch * k + t]))
             .collect();
-        let bias = bias.map(|b| (0..row).map(|i| b[i % c]).collect());
-        TapTable { taps, bias, row }
+        let bias = bias.map(|b| channels().map(|ch| b[ch]).collect());
+        let [_, ih, iw] = g.input;
+        let ow = g.output[2];
+        let kw = g.kernel[2];
+        let (l, il) = (g.out_len(), g.in_len());
+        let per = LANES / il.max(l);
+        let mut index = vec![[0i32; LANES]; k];
+        let mut valid = vec![0u16; k];
+        for (t, (idx, ok)) in index.iter_mut().zip(&mut valid).enumerate() {
+            let (a, e) = (t / kw, t % kw);
+            for (j, yo, xo) in (0..per).flat_map(|j| (0..l).map(move |o| (j, o / ow, o % ow))) {
+                let iy = (yo * g.stride[1] + a * g.dilate[1]).checked_sub(g.pad[1]);
+                let ix = (xo * g.stride[2] + e * g.dilate[2]).checked_sub(g.pad[2]);
+                if let (Some(iy), Some(ix)) = (iy.filter(|&v| v < ih), ix.filter(|&v| v < iw)) {
+                    let lane = j * l + yo * ow + xo;
+                    idx[lane] = (j * il + iy * iw + ix) as i32;
+                    *ok |= 1 << lane;
+                }
+            }
+        }
+        TapTable {
+            taps,
+            bias,
+            row,
+            index,
+            valid,
+        }
     }
 }
 
@@ -142,32 +172,11 @@ mod avx512 {
         p0: usize,
         out: &mut [f32],
     ) {
-        let [_, ih, iw] = g.input;
-        let [_, oh, ow] = g.output;
-        let [_, kh, kw] = g.kernel;
-        let [_, sh, sw] = g.stride;
-        let [_, dh, dw] = g.dilate;
-        let [_, ph, pw] = g.pad;
         let (c, l, il) = (g.channels, g.out_len(), g.in_len());
         let per = LANES / il.max(l);
-        // Per tap: which input lane each output lane reads, and whether it exists.
-        let mut index = vec![[0i32; LANES]; kh * kw];
-        let mut valid = vec![0u16; kh * kw];
-        for (t, (idx, ok)) in index.iter_mut().zip(&mut valid).enumerate() {
-            let (a, e) = (t / kw, t % kw);
-            for j in 0..per {
-                for (yo, xo) in (0..oh).flat_map(|yo| (0..ow).map(move |xo| (yo, xo))) {
-                    let iy = (yo * sh + a * dh) as isize - ph as isize;
-                    let ix = (xo * sw + e * dw) as isize - pw as isize;
-                    if iy >= 0 && (iy as usize) < ih && ix >= 0 && (ix as usize) < iw {
-                        let lane = j * l + yo * ow + xo;
-                        idx[lane] = (j * il + iy as usize * iw + ix as usize) as i32;
-                        *ok |= 1 << lane;
-                    }
-                }
-            }
-        }
-        let index: Vec<__m512i> = index
+        let valid = &taps.valid;
+        let index: Vec<__m512i> = taps
+            .index
             .iter()
             // SAFETY: reads 16 i32 from the array.
             .map(|i| unsafe { _mm512_loadu_si512(i.as_ptr().cast()) })
@@ -185,7 +194,7 @@ mod avx512 {
             // SAFETY: planes p..p + n of x lie inside it (the caller's lengths).
             let src = unsafe { _mm512_maskz_loadu_ps(first_lanes(n * il), x.as_ptr().add(p * il)) };
             let mut acc = _mm512_setzero_ps();
-            for (t, (&idx, &ok)) in index.iter().zip(&valid).enumerate() {
+            for (t, (&idx, &ok)) in index.iter().zip(valid).enumerate() {
                 // SAFETY: a table row holds c + 16 values from any channel's start.
                 let wv = unsafe { _mm512_loadu_ps(taps.taps.as_ptr().add(t * taps.row + c0)) };
                 let v = _mm512_maskz_permutexvar_ps(ok, idx, src);
