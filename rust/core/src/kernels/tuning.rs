@@ -30,6 +30,12 @@ pub const GEMM_PARALLEL_ABOVE: usize = 1 << 25;
 /// about 60 µs alone) gain from sharing; one sequence's (1 × 800 × 200, a few µs) does not.
 pub const RNN_STEP_PARALLEL_ABOVE: usize = 1 << 20;
 
+/// Weight values (n · k) from which a dense layer's product splits across the pool whatever
+/// its work: streaming a large weight is bound by one core's cache and memory bandwidth, so
+/// the last layer of a CNN at batch 1 (2048 → 1000, 2M multiply-adds) ran in 130 µs split
+/// against 270 on one thread. The MLP workload's weights (784 × 128) stay below it.
+pub const DENSE_SPLIT_WEIGHT: usize = 1 << 20;
+
 /// Work (m·n·k) from which a convolution's GEMM splits across the pool's threads. Lower than
 /// [`GEMM_PARALLEL_ABOVE`]: a convolutional network's forward is a chain of products of a
 /// tenth of a millisecond and up (ResNet at batch 1: 2–10M multiply-adds each), with the pool

@@ -2,10 +2,9 @@
 
 use super::{known, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::Result;
-use crate::kernels::dense::{dense_backward, DenseWant};
-use crate::kernels::gemm::{gemm, MatRef};
+use crate::kernels::dense::{dense_backward, dense_forward, DenseWant};
+use crate::kernels::gemm::MatRef;
 use crate::kernels::par;
-use crate::kernels::scratch::Scratch;
 use crate::tensor::NDArray;
 use std::sync::Arc;
 
@@ -67,14 +66,11 @@ impl FullyConnected {
         let n = self.num_hidden;
         let xm = MatRef::row_major(x, m, k);
         let wm = MatRef::row_major(w, n, k);
-        let mut out = if self.no_bias {
-            let mut out = par::filled(m * n, 0.0f32);
-            gemm(xm, wm.t(), &mut out, false)?;
-            out
-        } else {
-            let b = inputs[2].f32s("FullyConnected: bias")?;
-            biased_product(xm, wm, b)?
+        let bias = match self.no_bias {
+            true => None,
+            false => Some(inputs[2].f32s("FullyConnected: bias")?),
         };
+        let mut out = dense_forward(xm, wm, bias)?;
         if let Some(e) = epilogue {
             par::for_each_chunk_mut(&mut out, |_, c| e(c));
         }
@@ -167,36 +163,4 @@ impl Operator for FullyConnected {
         }
         Ok(grads)
     }
-}
-
-/// x·Wᵀ + b. With many rows (a language model's vocabulary layer over a whole batch of
-/// steps) the bias is one more inner term, [x | 1]·[W | b]ᵀ, so the product only writes its
-/// output: adding the product to rows of the bias read and wrote that output (tens of MB)
-/// once more. The sum is the same either way (the bias is the last term). With few rows
-/// (one sequence at inference) copying W for the extra term costs more than it saves.
-fn biased_product(x: MatRef<'_, f32>, w: MatRef<'_, f32>, b: &[f32]) -> Result<Vec<f32>> {
-    let (m, k, n) = (x.rows, x.cols, w.rows);
-    if 2 * m <= k + 1 {
-        let mut out = par::tiled(b, m);
-        gemm(x, w.t(), &mut out, true)?;
-        return Ok(out);
-    }
-    let mut x1 = Scratch::take(m * (k + 1));
-    for (r, row) in x1.chunks_exact_mut(k + 1).enumerate() {
-        row[..k].copy_from_slice(&x.data[r * k..(r + 1) * k]);
-        row[k] = 1.0;
-    }
-    let mut w1 = Scratch::take(n * (k + 1));
-    for (j, row) in w1.chunks_exact_mut(k + 1).enumerate() {
-        row[..k].copy_from_slice(&w.data[j * k..(j + 1) * k]);
-        row[k] = b[j];
-    }
-    let mut out = par::filled(m * n, 0.0f32);
-    gemm(
-        MatRef::row_major(&x1, m, k + 1),
-        MatRef::row_major(&w1, n, k + 1).t(),
-        &mut out,
-        false,
-    )?;
-    Ok(out)
 }
