@@ -297,7 +297,7 @@ fn narrow_depthwise_kernels_match_the_stacked_one() {
             Narrow::RowsInVector,
         ),
     ];
-    let has_avx512 = std::arch::is_x86_feature_detected!("avx512f");
+    let has_avx512 = crate::kernels::has_avx512();
     let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
     for (g, kernel) in cases {
         assert!(g.is_depthwise_2d());

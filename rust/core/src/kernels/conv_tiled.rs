@@ -17,6 +17,7 @@
 use super::conv::{copy_short, valid_range, ConvGeom};
 use super::conv_packed::{check_packed, packs_weight};
 use super::conv_packed::{Panels, SendPtr};
+use super::has_avx512;
 use super::par::SERIAL_BELOW;
 use super::tuning::TILED_MIN_WIDTH;
 use crate::error::Result;
@@ -336,14 +337,6 @@ struct Tile {
     rows: usize,
     first: bool,
     bias: Option<*const f32>,
-}
-
-/// Whether the tiles can run in AVX-512 registers.
-fn has_avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return std::arch::is_x86_feature_detected!("avx512f");
-    #[cfg(not(target_arch = "x86_64"))]
-    false
 }
 
 /// Panels `ps` × position tiles `ts` of the product: for each block of `k` and each tile,

@@ -14,6 +14,7 @@
 
 use super::conv::ConvGeom;
 use super::depthwise::{depthwise_parallel, depthwise_planes_per_task};
+use super::has_avx512;
 use rayon::prelude::*;
 
 /// Values in one vector.
@@ -39,17 +40,6 @@ pub(super) fn narrow_kernel(g: &ConvGeom) -> Option<Narrow> {
         Some(Narrow::RowsInVector)
     } else {
         None
-    }
-}
-
-fn has_avx512() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
     }
 }
 

@@ -20,3 +20,12 @@ pub mod scratch;
 pub mod softmax;
 pub mod tuning;
 pub mod unary;
+
+/// Whether the CPU has AVX-512F, which the hand-written vector kernels (tiled convolution,
+/// small-plane depthwise) need; the crate itself targets baseline x86-64.
+pub(crate) fn has_avx512() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
