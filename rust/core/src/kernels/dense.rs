@@ -38,29 +38,7 @@ pub fn dense_forward(
         GEMM_PARALLEL_ABOVE
     };
     if n >= TRANSPOSED_FROM * m && (2..=TRANSPOSED_MAX_ROWS).contains(&m) {
-        let mut yt = match b {
-            Some(b) => {
-                let mut yt = Scratch::take(n * m);
-                for (row, &v) in yt.chunks_exact_mut(m).zip(b) {
-                    row.fill(v);
-                }
-                yt
-            }
-            None => Scratch::take(n * m),
-        };
-        gemm_split(w, x.t(), &mut yt, b.is_some(), above)?;
-        // Blocks of 16 outputs: their columns of yᵀ stay in L1 while each row of y gets a
-        // contiguous run.
-        let mut y = vec![0.0f32; m * n];
-        for (jb, block) in yt.chunks(16 * m).enumerate() {
-            let j0 = jb * 16;
-            for (i, row) in y.chunks_exact_mut(n).enumerate() {
-                for (d, col) in row[j0..].iter_mut().zip(block.chunks_exact(m)) {
-                    *d = col[i];
-                }
-            }
-        }
-        return Ok(y);
+        return transposed_product(x, w, b, above);
     }
     match b {
         None => {
@@ -70,6 +48,34 @@ pub fn dense_forward(
         }
         Some(b) => biased_product(x, w, b, above),
     }
+}
+
+/// [`dense_forward`] as yᵀ = W·xᵀ (+ b on every column), copied back into y.
+fn transposed_product(
+    x: MatRef<'_, f32>,
+    w: MatRef<'_, f32>,
+    b: Option<&[f32]>,
+    above: usize,
+) -> Result<Vec<f32>> {
+    let (m, n) = (x.rows, w.rows);
+    let mut yt = Scratch::take(n * m);
+    if let Some(b) = b {
+        for (row, &v) in yt.chunks_exact_mut(m).zip(b) {
+            row.fill(v);
+        }
+    }
+    gemm_split(w, x.t(), &mut yt, b.is_some(), above)?;
+    // Blocks of 16 outputs: their columns of yᵀ stay in L1 while each row of y gets a
+    // contiguous run.
+    let mut y = vec![0.0f32; m * n];
+    for (jb, block) in yt.chunks(16 * m).enumerate() {
+        for (i, row) in y.chunks_exact_mut(n).enumerate() {
+            for (d, col) in row[jb * 16..].iter_mut().zip(block.chunks_exact(m)) {
+                *d = col[i];
+            }
+        }
+    }
+    Ok(y)
 }
 
 /// x·Wᵀ + b. With many rows (a language model's vocabulary layer over a whole batch of

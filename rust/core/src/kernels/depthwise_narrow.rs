@@ -13,9 +13,9 @@
 //! paths give the same bits; the tests compare them exactly.
 
 use super::conv::ConvGeom;
-use super::depthwise::{depthwise_parallel, depthwise_planes_per_task};
+use super::depthwise::depthwise_planes_per_task;
 use super::has_avx512;
-use rayon::prelude::*;
+use super::par;
 
 /// Values in one vector.
 const LANES: usize = 16;
@@ -64,7 +64,9 @@ pub(super) fn narrow_forward(
     let per_task = depthwise_planes_per_task(g).next_multiple_of(per_vector);
     #[cfg(target_arch = "x86_64")]
     let weights = (kernel == Narrow::PlanesInVector).then(|| TapTable::new(g, w, bias));
-    let chunk = |(i, out): (usize, &mut [f32])| {
+    // Parallel when the multiply-adds are (as `depthwise::depthwise_parallel` counts them).
+    let work = g.batch * g.channels * l * g.kernel_len();
+    par::for_each_row_mut_by_work(y, per_task * l, work, |i, out| {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `narrow_kernel` checked the CPU for AVX-512F; the caller checked the
         // lengths, `out` holds whole planes from plane i · per_task.
@@ -77,12 +79,7 @@ pub(super) fn narrow_forward(
         if let Some(e) = epilogue {
             e(out);
         }
-    };
-    if depthwise_parallel(g) {
-        y.par_chunks_mut(per_task * l).enumerate().for_each(chunk);
-    } else {
-        y.chunks_mut(per_task * l).enumerate().for_each(chunk);
-    }
+    });
 }
 
 /// What every vector of planes of one [`narrow_forward`] shares, made once per call.
