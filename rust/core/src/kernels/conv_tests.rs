@@ -457,6 +457,34 @@ fn tiled_weights_match_the_gemm_path() {
     }
 }
 
+/// Which inference convolutions take the tiled path: 3×3 over wide rows; 1×1 only when
+/// it narrows to a few filters at batch 1 (see `conv_tiled::pointwise_tiles`).
+#[test]
+fn tiled_path_choice() {
+    let one = |batch, c, f, size, k: usize| {
+        let pad = k / 2;
+        tiles_weight(&mk(
+            batch,
+            c,
+            f,
+            1,
+            [1, size, size],
+            [1, k, k],
+            [1; 3],
+            [1; 3],
+            [0, pad, pad],
+        ))
+    };
+    assert!(one(1, 64, 64, 56, 3));
+    assert!(!one(1, 64, 64, 14, 3)); // rows narrower than TILED_MIN_WIDTH
+    assert!(one(1, 128, 16, 55, 1)); // narrowing to few filters
+    assert!(one(1, 144, 24, 56, 1));
+    assert!(!one(16, 128, 16, 55, 1)); // a batch: one GEMM over the block's samples
+    assert!(!one(1, 32, 16, 112, 1)); // too few inputs per filter
+    assert!(!one(1, 16, 96, 112, 1)); // widening
+    assert!(!one(1, 1024, 128, 14, 1)); // the GEMM's register tile fits
+}
+
 fn close(a: &[f32], b: &[f32]) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {

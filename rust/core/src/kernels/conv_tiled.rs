@@ -19,7 +19,7 @@ use super::conv_packed::{check_packed, packs_weight};
 use super::conv_packed::{Panels, SendPtr};
 use super::has_avx512;
 use super::par::SERIAL_BELOW;
-use super::tuning::TILED_MIN_WIDTH;
+use super::tuning::{POINTWISE_TILED_NARROW_FILTERS, TILED_MIN_WIDTH};
 use crate::error::Result;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -40,17 +40,32 @@ const KC: usize = 128;
 pub type FilterPanels = Panels<MR>;
 
 /// Whether an inference convolution runs through [`conv_forward_tiled`] with its weight
-/// packed ahead: one group, a kernel window wider than 1×1, output rows of at least
-/// [`TILED_MIN_WIDTH`] positions. Its columns are then gathered tile by tile into L1 where
-/// the GEMM path writes the whole column matrix out and copies it once more into its own
-/// panels. A 1×1 convolution's input is its column matrix already: there the GEMM's own
-/// blocking kept the lead (1024 → 128 at 14²: 0.20 ms against 0.28).
+/// packed ahead: one group, and either
+/// - a kernel window wider than 1×1 over output rows of at least [`TILED_MIN_WIDTH`]
+///   positions: its columns are then gathered tile by tile into L1 where the GEMM path
+///   writes the whole column matrix out and copies it once more into its own panels;
+/// - or a 1×1 window at batch 1 (see [`pointwise_tiles`]).
 pub fn tiles_weight(g: &ConvGeom) -> bool {
-    g.groups == 1
-        && !g.is_pointwise()
-        && g.output[2] >= TILED_MIN_WIDTH
-        && !packs_weight(g)
-        && g.col_rows() > 0
+    let shape = if g.is_pointwise() {
+        g.batch == 1 && pointwise_tiles(g.filters, g.channels)
+    } else {
+        g.output[2] >= TILED_MIN_WIDTH
+    };
+    g.groups == 1 && shape && !packs_weight(g) && g.col_rows() > 0
+}
+
+/// Whether a 1×1 convolution of `channels → filters` at batch 1 runs tiled: when it
+/// narrows to at most [`POINTWISE_TILED_NARROW_FILTERS`] filters from at least 4 inputs
+/// each (MobileNet v2's and SqueezeNet's squeeze layers). The GEMM's register tile spans
+/// more filters than these have and ran mostly empty: 128 → 16 at 55² took 75 µs tiled
+/// against 140, 144 → 24 at 56² 82 against 106; MobileNet v2 1.0 at batch 1 ran about 4%
+/// faster. Elsewhere the GEMM kept the lead or tied in whole networks, though some layers
+/// ran faster tiled alone: few positions (960 → 160 at 7², where the GEMM packs the whole
+/// weight per call: 55 µs against 115 alone, yet DenseNet's 7² layers ran 20% slower
+/// tiled), widening layers over small images (96 → 576 at 14²), deep narrowing ones
+/// (1024 → 128 at 14²: 0.19 ms for the GEMM against 0.26).
+fn pointwise_tiles(filters: usize, channels: usize) -> bool {
+    filters <= POINTWISE_TILED_NARROW_FILTERS && channels >= 4 * filters
 }
 
 /// [`conv_forward`] with the weight packed ahead ([`FilterPanels`] of `(filters, col_rows)`):

@@ -55,6 +55,11 @@ pub const CONV_PACKED_MAX_POSITIONS: usize = 32;
 /// 0.50, at 56² 1.5 against 1.9).
 pub const TILED_MIN_WIDTH: usize = 24;
 
+/// Filters up to which a narrowing 1×1 convolution (4 channels per filter or more) at
+/// batch 1 runs through its weight packed ahead (`kernels::conv_tiled`) at any size: the
+/// GEMM's register tile spans more filters and ran mostly empty on them.
+pub const POINTWISE_TILED_NARROW_FILTERS: usize = 32;
+
 /// Rows (or columns) of a GEMM output below which a band is not worth its own thread.
 pub const GEMM_MIN_BAND: usize = 32;
 
