@@ -4,6 +4,7 @@
 
 pub use super::conv_packed::{conv_forward_packed, packs_weight};
 pub use super::conv_tiled::{conv_forward_tiled, tiles_weight};
+use super::conv_trim::Trimmed;
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
 use super::gemm::{gemm_split, MatRef};
 use super::par::SERIAL_BELOW;
@@ -588,6 +589,9 @@ pub fn conv_forward(
         depthwise_forward(g, x, w, bias, y, epilogue);
         return Ok(());
     }
+    if let Some(t) = Trimmed::of(g) {
+        return conv_forward_gemm(&t.g, x, &t.cut(g, w), bias, y, epilogue);
+    }
     conv_forward_gemm(g, x, w, bias, y, epilogue)
 }
 
@@ -745,6 +749,9 @@ pub fn conv_backward_data(g: &ConvGeom, dy: &[f32], w: &[f32], dx: &mut [f32]) -
         depthwise_backward_data(g, dy, w, dx);
         return Ok(());
     }
+    if let Some(t) = Trimmed::of(g) {
+        return conv_backward_data(&t.g, dy, &t.cut(g, w), dx);
+    }
     let (fg, ck, ckg) = (
         g.filters_per_group(),
         g.col_rows(),
@@ -802,6 +809,13 @@ pub fn conv_backward_weight(
     }
     if g.is_depthwise_2d() {
         depthwise_backward_weight(g, x, dy, dw, db);
+        return Ok(());
+    }
+    if let Some(t) = Trimmed::of(g) {
+        // (Written whole by the call below.)
+        let mut dw_t = Scratch::take(t.g.weight_len());
+        conv_backward_weight(&t.g, x, dy, &mut dw_t, db)?;
+        t.place(g, &dw_t, dw);
         return Ok(());
     }
     let (fg, ckg) = (

@@ -175,6 +175,23 @@ fn geoms() -> Vec<ConvGeom> {
         // 1×1 over enough positions for the direct per-sample products, one and two groups
         mk(3, 4, 5, 1, [1, 9, 8], [1; 3], [1; 3], [1; 3], [0; 3]),
         mk(2, 4, 6, 2, [1, 8, 9], [1; 3], [1; 3], [1; 3], [0; 3]),
+        // border taps that read only padding, cut off (`conv_trim`): 3×3 over 1×1, the same
+        // at stride 2 in two groups, 5×5 over 1×3 (a row of five taps kept), a 3-D kernel
+        // over one depth slice (a row of three)
+        mk(2, 3, 4, 1, [1, 1, 1], [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]),
+        mk(
+            2,
+            4,
+            2,
+            2,
+            [1, 1, 1],
+            [1, 3, 3],
+            [1, 2, 2],
+            [1; 3],
+            [0, 1, 1],
+        ),
+        mk(1, 2, 3, 1, [1, 1, 3], [1, 5, 5], [1; 3], [1; 3], [0, 2, 2]),
+        mk(1, 2, 2, 1, [1, 1, 2], [3, 3, 3], [1; 3], [1; 3], [1, 1, 1]),
     ]
 }
 

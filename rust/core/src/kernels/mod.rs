@@ -4,6 +4,7 @@ pub mod binary;
 pub mod conv;
 pub mod conv_packed;
 pub mod conv_tiled;
+mod conv_trim;
 pub mod copy;
 pub mod dense;
 mod depthwise;
