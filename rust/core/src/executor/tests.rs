@@ -403,6 +403,37 @@ fn prepared_parameters_are_kept_until_they_change() {
     assert!(fourth.iter().zip(&third).filter(|(a, b)| a != b).count() == 1);
 }
 
+/// Over a 1×1 image a 3×3 window padded by 1 sees the input with its centre tap only: the
+/// prepared (packed) weights keep that tap alone, folded BatchNorm included, and the pass
+/// matches the unprepared one.
+#[test]
+fn prepared_weights_keep_only_the_taps_that_see_the_input() {
+    let conv = |x: Symbol, name: &str| {
+        Symbol::create(
+            "Convolution",
+            Some(name),
+            &[
+                ("kernel", "(3, 3)"),
+                ("num_filter", "12"),
+                ("pad", "(1, 1)"),
+            ],
+            vec![(None, x)],
+        )
+        .unwrap()
+    };
+    let bn = layer(
+        "BatchNorm",
+        &[("fix_gamma", "False")],
+        conv(Symbol::variable("data"), "c1"),
+    );
+    let net = conv(layer("Activation", &[("act_type", "relu")], bn), "c2");
+    let shape = [1, 8, 1, 1];
+    let mut fast = filled_executor(&net, &shape, GradReq::Null, false);
+    let mut plain = filled_executor(&net, &shape, GradReq::Null, true);
+    let kept = prepared_pass(&mut fast, &mut plain, 1e-5);
+    assert_eq!(kept.iter().flatten().count(), 2);
+}
+
 /// A recurrent layer's packed weights are kept while its parameter vector stays; its states,
 /// which change from call to call, are not part of the key.
 #[test]

@@ -595,6 +595,22 @@ pub fn conv_forward(
     conv_forward_gemm(g, x, w, bias, y, epilogue)
 }
 
+/// The geometry an inference convolution with its weight prepared ahead runs: `g` with the
+/// border taps that only ever read padding cut off when that pays (see `conv_trim`), else
+/// `g` itself. The packed and tiled kernels then stream only the kept taps' weight.
+pub fn live_geometry(g: &ConvGeom) -> ConvGeom {
+    Trimmed::of(g).map_or(*g, |t| t.g)
+}
+
+/// `w (filters, channels/groups, *g.kernel)` cut to [`live_geometry`]'s kernel (a copy of
+/// `w` when nothing is cut).
+pub fn live_weight(g: &ConvGeom, w: &[f32]) -> Vec<f32> {
+    match Trimmed::of(g) {
+        Some(t) => t.cut(g, w).to_vec(),
+        None => w.to_vec(),
+    }
+}
+
 /// [`conv_forward`] through im2col and one GEMM per group (lengths already checked).
 fn conv_forward_gemm(
     g: &ConvGeom,

@@ -3,8 +3,10 @@
 //! image with its centre tap only: the other eight rows of every channel's column matrix are
 //! zeros, yet im2col writes them, the GEMM multiplies them and the weight gradient sums them.
 //! Cutting the leading and trailing taps that no output position sees inside the input gives
-//! the same convolution with a smaller kernel and less leading padding: the column matrix,
-//! the GEMM's inner size and the weight read shrink with it. Taps between live ones stay
+//! the same convolution with a smaller kernel and less leading padding: the column matrix
+//! and the GEMM's inner size shrink with it, and so does a weight packed ahead for inference
+//! (`conv::live_geometry`, which the packed kernels stream at batch 1). Taps between live
+//! ones stay
 //! (along an axis the live taps can have gaps when the stride exceeds the input); they read
 //! padding as before. The results are the same sums without the `w · 0` terms (so an
 //! infinite or NaN weight on a cut tap no longer turns the outputs into NaN, as MXNet's

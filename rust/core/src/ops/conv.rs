@@ -8,7 +8,8 @@ use super::{
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
     add_channel_bias, channel_sums, conv_backward_data, conv_backward_weight, conv_forward,
-    conv_forward_packed, conv_forward_tiled, conv_out_size, packs_weight, tiles_weight, ConvGeom,
+    conv_forward_packed, conv_forward_tiled, conv_out_size, live_geometry, live_weight,
+    packs_weight, tiles_weight, ConvGeom,
 };
 use crate::kernels::conv_packed::PackedFilters;
 use crate::kernels::conv_tiled::FilterPanels;
@@ -509,10 +510,13 @@ impl Operator for Conv {
         if self.deconv || affine.is_some_and(|a| a.scale.len() != self.num_filter) {
             return None;
         }
-        let (g, _) = match self.geometry(ctx.node, inputs.first()?.shape()) {
+        let (full, _) = match self.geometry(ctx.node, inputs.first()?.shape()) {
             Ok(g) => g,
             Err(e) => return Some(Err(e)),
         };
+        // The packed kernels run without the taps that only read padding (a 3×3 window over
+        // a 1×1 image keeps its centre): their weight is cut once here.
+        let g = live_geometry(&full);
         let (pack, tile) = (packs_weight(&g), tiles_weight(&g));
         if affine.is_none() && !pack && !tile {
             return None;
@@ -538,6 +542,11 @@ impl Operator for Conv {
                     (Cow::Owned(w), Some(b))
                 }
                 None => (Cow::Borrowed(w), None),
+            };
+            let w = if (pack || tile) && g != full {
+                Cow::Owned(live_weight(&full, &w))
+            } else {
+                w
             };
             let packed = pack.then(|| PackedFilters::new(&w, self.num_filter, g.col_rows()));
             let tiled = tile.then(|| FilterPanels::new(&w, self.num_filter, g.col_rows()));
@@ -580,6 +589,7 @@ impl Operator for Conv {
             };
             if let Some(run) = packed {
                 let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
+                let g = live_geometry(&g);
                 let x = data.f32s(&format!("{}: data", self.op))?;
                 // SAFETY: both packed kernels write the whole output.
                 let y = unsafe { overwritten(out_shape.iter().product(), |y| run(&g, x, y)) }?;
