@@ -6,9 +6,8 @@
 //! the same convolution with a smaller kernel and less leading padding: the column matrix
 //! and the GEMM's inner size shrink with it, and so does a weight packed ahead for inference
 //! (`conv::live_geometry`, which the packed kernels stream at batch 1). Taps between live
-//! ones stay
-//! (along an axis the live taps can have gaps when the stride exceeds the input); they read
-//! padding as before. The results are the same sums without the `w · 0` terms (so an
+//! ones stay (along an axis the live taps can have gaps when the stride exceeds the input);
+//! they read padding as before. The results are the same sums without the `w · 0` terms (so an
 //! infinite or NaN weight on a cut tap no longer turns the outputs into NaN, as MXNet's
 //! unfolding would). See [`Trimmed::of`] for when the cut pays.
 
