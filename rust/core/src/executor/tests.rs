@@ -319,6 +319,22 @@ fn batchnorm_folds_into_the_convolution_at_inference() {
     }
 }
 
+/// A 3×3 convolution padded by 1 (the size kept) with `filters` outputs.
+fn conv3x3(x: Symbol, name: &str, filters: usize) -> Symbol {
+    let filters = filters.to_string();
+    Symbol::create(
+        "Convolution",
+        Some(name),
+        &[
+            ("kernel", "(3, 3)"),
+            ("num_filter", filters.as_str()),
+            ("pad", "(1, 1)"),
+        ],
+        vec![(None, x)],
+    )
+    .unwrap()
+}
+
 /// At inference a convolution's prepared parameters (BatchNorm folded in; the weight packed
 /// for its few output positions) are kept between passes and made again exactly when a
 /// parameter or statistic changes — replaced by `set_arg` / `set_aux` or written in place —
@@ -340,19 +356,7 @@ fn prepared_pass(fast: &mut Executor, plain: &mut Executor, tol: f64) -> Vec<Opt
 
 #[test]
 fn prepared_parameters_are_kept_until_they_change() {
-    let conv = |x: Symbol, name: &str| {
-        Symbol::create(
-            "Convolution",
-            Some(name),
-            &[
-                ("kernel", "(3, 3)"),
-                ("num_filter", "20"),
-                ("pad", "(1, 1)"),
-            ],
-            vec![(None, x)],
-        )
-        .unwrap()
-    };
+    let conv = |x: Symbol, name: &str| conv3x3(x, name, 20);
     let bn = layer(
         "BatchNorm",
         &[("fix_gamma", "False")],
@@ -408,19 +412,7 @@ fn prepared_parameters_are_kept_until_they_change() {
 /// matches the unprepared one.
 #[test]
 fn prepared_weights_keep_only_the_taps_that_see_the_input() {
-    let conv = |x: Symbol, name: &str| {
-        Symbol::create(
-            "Convolution",
-            Some(name),
-            &[
-                ("kernel", "(3, 3)"),
-                ("num_filter", "12"),
-                ("pad", "(1, 1)"),
-            ],
-            vec![(None, x)],
-        )
-        .unwrap()
-    };
+    let conv = |x: Symbol, name: &str| conv3x3(x, name, 12);
     let bn = layer(
         "BatchNorm",
         &[("fix_gamma", "False")],
