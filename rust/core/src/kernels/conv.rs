@@ -602,13 +602,10 @@ pub fn live_geometry(g: &ConvGeom) -> ConvGeom {
     Trimmed::of(g).map_or(*g, |t| t.g)
 }
 
-/// `w (filters, channels/groups, *g.kernel)` cut to [`live_geometry`]'s kernel (a copy of
-/// `w` when nothing is cut).
-pub fn live_weight(g: &ConvGeom, w: &[f32]) -> Vec<f32> {
-    match Trimmed::of(g) {
-        Some(t) => t.cut(g, w).to_vec(),
-        None => w.to_vec(),
-    }
+/// `w (filters, channels/groups, *g.kernel)` cut to [`live_geometry`]'s kernel; `None`
+/// when nothing is cut.
+pub fn live_weight(g: &ConvGeom, w: &[f32]) -> Option<Vec<f32>> {
+    Trimmed::of(g).map(|t| t.cut(g, w).to_vec())
 }
 
 /// [`conv_forward`] through im2col and one GEMM per group (lengths already checked).

@@ -543,11 +543,8 @@ impl Operator for Conv {
                 }
                 None => (Cow::Borrowed(w), None),
             };
-            let w = if (pack || tile) && g != full {
-                Cow::Owned(live_weight(&full, &w))
-            } else {
-                w
-            };
+            let cut = (pack || tile).then(|| live_weight(&full, &w)).flatten();
+            let w = cut.map_or(w, Cow::Owned);
             let packed = pack.then(|| PackedFilters::new(&w, self.num_filter, g.col_rows()));
             let tiled = tile.then(|| FilterPanels::new(&w, self.num_filter, g.col_rows()));
             Ok(Arc::new(ConvPrepared {
