@@ -81,6 +81,7 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
     par::for_each_row_mut_by_work(y, ol, work, |p, y_p| {
         let x_p = &x[p * il..(p + 1) * il];
         let mut buf = vec![0.0f32; iw];
+        let mut phases = vec![0.0f32; if g.stride[2] == 2 { iw + 1 } else { 0 }];
         for (yy, y_row) in sy.iter().zip(y_p.chunks_exact_mut(sx.len())) {
             buf.fill(start::<MAX>());
             for row in x_p[yy.lo * iw..yy.hi * iw].chunks_exact(iw) {
@@ -88,7 +89,7 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
                     .zip(row)
                     .for_each(|(b, &v)| *b = step::<MAX>(*b, v));
             }
-            windows::<MAX>(&buf, &sx, g.kernel[2], g.stride[2], y_row);
+            windows::<MAX>(&buf, &mut phases, &sx, g.kernel[2], g.stride[2], y_row);
             for (o, xx) in y_row.iter_mut().zip(&sx) {
                 if let Some(n) = divisor(yy, xx) {
                     *o /= n as f32;
@@ -117,7 +118,15 @@ fn plane<const MAX: bool>(x: &[f32]) -> f32 {
 /// The horizontal windows `sx` (width `kw`, stride `s`) of the vertically reduced row `buf`:
 /// the maximum or the sum of each. The windows inside the row (a contiguous run) take `kw`
 /// passes over their outputs; the clipped ones at the borders are reduced one by one.
-fn windows<const MAX: bool>(buf: &[f32], sx: &[Span], kw: usize, s: usize, out: &mut [f32]) {
+/// `phases` is room for `buf`'s even and odd elements when `s` is 2.
+fn windows<const MAX: bool>(
+    buf: &[f32],
+    phases: &mut [f32],
+    sx: &[Span],
+    kw: usize,
+    s: usize,
+    out: &mut [f32],
+) {
     let a = sx
         .iter()
         .position(|w| w.hi - w.lo == kw)
@@ -141,6 +150,38 @@ fn windows<const MAX: bool>(buf: &[f32], sx: &[Span], kw: usize, s: usize, out: 
     }
     let inner = &mut out[a..b];
     inner.fill(start::<MAX>());
+    let tap = |inner: &mut [f32], src: &[f32]| {
+        inner
+            .iter_mut()
+            .zip(src)
+            .for_each(|(o, &v)| *o = step::<MAX>(*o, v));
+    };
+    if s == 2 {
+        // A walk over every other element does not vectorize; split the row into its even
+        // and odd elements once, and each tap is a contiguous pass over one of them. The
+        // steps are the same, in the same order, so the results are the same bits.
+        let (even, odd) = phases.split_at_mut(buf.len().div_ceil(2));
+        let pairs = buf.chunks_exact(2);
+        if let [last] = pairs.remainder() {
+            even[buf.len() / 2] = *last;
+        }
+        for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(pairs) {
+            *e = pair[0];
+            *o = pair[1];
+        }
+        for k in 0..kw {
+            let p = sx[a].lo + k;
+            tap(
+                inner,
+                if p.is_multiple_of(2) {
+                    &even[p / 2..]
+                } else {
+                    &odd[p / 2..]
+                },
+            );
+        }
+        return;
+    }
     for k in 0..kw {
         let src = buf[sx[a].lo + k..].iter().step_by(s);
         inner
