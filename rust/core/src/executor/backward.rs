@@ -46,6 +46,11 @@ impl Executor {
         if head_grads.is_empty() {
             self.check_heads_are_losses()?;
         }
+        if self.released_last {
+            // No gradient requested and no state to fold (an inference pass): nothing to do,
+            // and the pass kept no intermediates to do it with.
+            return Ok(());
+        }
         let n = self.steps.len();
         let mut grads: Vec<Vec<Option<NDArray>>> = self
             .steps

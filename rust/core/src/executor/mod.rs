@@ -118,6 +118,9 @@ pub struct Executor {
     pass_values: usize,
     /// How many steps the last forward computed inside their producer (see [`fusions`]).
     fused_last: usize,
+    /// Whether the last forward pass dropped its intermediate values as it went (no gradient
+    /// requested, and nothing for a backward to do).
+    released_last: bool,
     /// The all-ones head gradient of each output, kept from one backward to the next (as
     /// MXNet's executor keeps its head-gradient arrays): a language model's loss output is
     /// tens of MB, and filling a fresh one every batch cost more than its softmax.
@@ -246,6 +249,7 @@ impl Executor {
             grads_fresh: false,
             monitor: None,
             pass_values: 0,
+            released_last: false,
             fused_last: 0,
             head_ones: Vec::new(),
             prepared: PreparedCache::new(steps_len),
@@ -568,6 +572,11 @@ impl Executor {
                 .steps
                 .iter()
                 .all(|st| st.node.inputs.len() == st.node.num_arguments());
+        // Outside training such a backward changes nothing (BatchNorm folds its batch
+        // statistics only in training), so an op that reuses its inputs' buffers may be handed
+        // them at their last use (see `Operator::reuses_inputs`).
+        let hand_over = release || (no_grad && !is_train);
+        let mut handed_over = false;
         let mut values: Vec<Vec<NDArray>> = Vec::with_capacity(self.steps.len());
         // Outputs of steps already computed inside their producer's forward (see `fusion`); a
         // monitor sees every op's own output, so it turns fusion off.
@@ -652,7 +661,21 @@ impl Executor {
                                     precomputed[j] = Some(vec![outs[0].clone()]);
                                     outs
                                 }),
-                                None => inst.forward(&ctx, &ins, &mut aux),
+                                None => {
+                                    // Inputs at their last use are dropped from `values`
+                                    // first, so `ins` holds the only reference to them and
+                                    // the op may reuse their buffers.
+                                    if hand_over && inst.reuses_inputs() {
+                                        for &(s, _) in &step.inputs {
+                                            if self.last_use[s] == si && self.steps[s].var.is_none()
+                                            {
+                                                values[s] = Vec::new();
+                                                handed_over = true;
+                                            }
+                                        }
+                                    }
+                                    inst.forward_consuming(&ctx, ins, &mut aux)
+                                }
                             }
                             .map_err(|e| with_node(e, node))?
                         }
@@ -699,6 +722,7 @@ impl Executor {
             .map(|&(s, o)| self.value(&values, s, o).clone())
             .collect();
         self.pass_values = values.iter().flatten().map(NDArray::size).sum();
+        self.released_last = release || handed_over;
         self.fused_last = fused_steps;
         self.values = values;
         self.last_train = Some(is_train);

@@ -502,3 +502,49 @@ fn profiler_counts_forward_and_backward_calls_per_node() {
     assert!(table.contains("prof_zz_b"), "{table}");
     assert!(table.contains("square"), "{table}");
 }
+
+/// DenseNet's blocks at inference: each Concat (channels, batch 1) takes over its first
+/// input's buffer at that input's last use and appends the rest. The outputs are those of a
+/// pass that keeps every value (gradients requested), at batch 1 and at batch 2 (where the
+/// joined axis is not outermost and the inputs are copied); a backward after the inference
+/// pass has nothing to do and succeeds.
+#[test]
+fn concat_appends_to_its_first_input_at_inference() {
+    let conv = |x: Symbol, filters: &str| {
+        layer(
+            "Convolution",
+            &[
+                ("kernel", "(3, 3)"),
+                ("pad", "(1, 1)"),
+                ("num_filter", filters),
+            ],
+            x,
+        )
+    };
+    let bn = |x: Symbol| layer("BatchNorm", &[("use_global_stats", "True")], x);
+    let concat = |a: Symbol, b: Symbol| {
+        Symbol::create("Concat", None, &[("dim", "1")], vec![(None, a), (None, b)]).unwrap()
+    };
+    let mut x = conv(Symbol::variable("data"), "3");
+    for _ in 0..3 {
+        let relu = layer("Activation", &[("act_type", "relu")], bn(x.clone()));
+        x = concat(x, conv(relu, "2"));
+    }
+    let net = layer("FullyConnected", &[("num_hidden", "4")], x);
+    for shape in [[1, 2, 5, 5], [2, 2, 5, 5]] {
+        let mut inf = filled_executor(&net, &shape, GradReq::Null, false);
+        let mut kept = filled_executor(&net, &shape, GradReq::Write, false);
+        inf.forward(false).unwrap();
+        kept.forward(false).unwrap();
+        let (a, b) = (
+            inf.outputs()[0].to_f64_vec(),
+            kept.outputs()[0].to_f64_vec(),
+        );
+        assert_eq!(a, b);
+        inf.backward(&[NDArray::ones(&[shape[0], 4], DType::Float32)])
+            .unwrap();
+        // Run again: the taken-over buffers belong to this pass alone.
+        inf.forward(false).unwrap();
+        assert_eq!(inf.outputs()[0].to_f64_vec(), b);
+    }
+}

@@ -122,6 +122,21 @@ pub trait Operator: Send + Sync + fmt::Debug {
     /// that keep running statistics, replaced).
     fn forward(&self, ctx: &OpCtx, inputs: &[NDArray], aux: &mut [NDArray])
         -> Result<Vec<NDArray>>;
+    /// Whether [`Operator::forward_consuming`] may reuse its inputs' buffers: the executor
+    /// then hands over, outside training, the inputs at their last use.
+    fn reuses_inputs(&self) -> bool {
+        false
+    }
+    /// `forward` with the inputs given by value. An op holding the only reference to an
+    /// input's buffer may reuse it (Concat appends to its first input). Default: `forward`.
+    fn forward_consuming(
+        &self,
+        ctx: &OpCtx,
+        inputs: Vec<NDArray>,
+        aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        self.forward(ctx, &inputs, aux)
+    }
     /// Gradients of the inputs, one per argument (`None`: no gradient, e.g. labels and
     /// indices). `out_grads` has one entry per output: zeros for a visible output nothing
     /// consumed, an empty array for an output beyond [`Operator::num_graph_outputs`] (no node

@@ -297,6 +297,27 @@ impl NDArray {
         }
     }
 
+    /// The float32 values as an owned vector, without copying them when this array is the
+    /// only holder of its storage (so a caller may grow it in place). `Err(self)`: another
+    /// array shares the storage, or the dtype is not float32.
+    pub fn into_f32_vec(self) -> std::result::Result<Vec<f32>, Self> {
+        let ctx = self.ctx;
+        let a = match self.data {
+            Data::F32(a) => a,
+            data => return Err(NDArray { data, ctx }),
+        };
+        let a = a.try_into_owned_nocopy().map_err(|a| NDArray {
+            data: Data::F32(a),
+            ctx,
+        })?;
+        let n = a.len();
+        // Standard layout: the values are one run from the offset.
+        let (mut v, offset) = a.into_raw_vec_and_offset();
+        v.drain(..offset.unwrap_or(0).min(v.len()));
+        v.truncate(n);
+        Ok(v)
+    }
+
     /// A float32 array of `shape` from row-major values (the length must match).
     pub fn from_f32(shape: &[usize], values: Vec<f32>) -> Result<Self> {
         Self::from_vec(shape, values)
@@ -761,6 +782,27 @@ mod tests {
 
     fn v(a: &NDArray) -> Vec<f64> {
         a.to_f64_vec()
+    }
+
+    #[test]
+    fn into_f32_vec_takes_only_unshared_float32_storage() {
+        let a = NDArray::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let held = a.clone();
+        // Shared: handed back whole, the other holder untouched.
+        let a = a.into_f32_vec().unwrap_err();
+        drop(held);
+        assert_eq!(
+            a.into_f32_vec().unwrap(),
+            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+        );
+        // A view from an offset into its storage (the second row): only its own values.
+        let row = NDArray::from_vec(&[2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])
+            .unwrap()
+            .at(1)
+            .unwrap();
+        assert_eq!(row.into_f32_vec().unwrap(), vec![4.0, 5.0, 6.0]);
+        let ints = NDArray::zeros(&[2], DType::Int32);
+        assert_eq!(ints.into_f32_vec().unwrap_err().dtype(), DType::Int32);
     }
 
     #[test]

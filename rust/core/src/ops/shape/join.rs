@@ -7,7 +7,7 @@ use crate::kernels::copy::*;
 use crate::kernels::map::axis_dims;
 use crate::ops::params::Params;
 use crate::ops::{check_or_fill, known, same_dtype, unknown_input, MaybeShape, OpCtx, Operator};
-use crate::tensor::NDArray;
+use crate::tensor::{DType, NDArray};
 use crate::with_dtype;
 use std::sync::Arc;
 
@@ -167,6 +167,49 @@ impl Operator for Concat {
             NDArray::from_vec::<T>(&out_shape, join_rows(&parts, &widths, outer))?
         });
         Ok(vec![out])
+    }
+
+    /// When the joined axis is outermost but for axes of size 1 (channels at batch 1), the
+    /// output is the inputs one after another: a first float32 input held nowhere else (at
+    /// its last use) is grown in place instead of copied. DenseNet's blocks join each layer's
+    /// output to the growing concatenation of the layers before it; appending (the buffer
+    /// grows geometrically) makes that linear in the block's size, not quadratic.
+    fn reuses_inputs(&self) -> bool {
+        true
+    }
+
+    fn forward_consuming(
+        &self,
+        ctx: &OpCtx,
+        mut inputs: Vec<NDArray>,
+        aux: &mut [NDArray],
+    ) -> Result<Vec<NDArray>> {
+        let shapes: Vec<&[usize]> = inputs.iter().map(NDArray::shape).collect();
+        let (ax, out_shape) = self.plan(ctx.node, &shapes)?;
+        let appends = axis_dims(&out_shape, ax).0 == 1
+            && inputs.len() > 1
+            && inputs.iter().all(|x| x.dtype() == DType::Float32);
+        if !appends {
+            return self.forward(ctx, &inputs, aux);
+        }
+        let rest = inputs.split_off(1);
+        let first = inputs
+            .pop()
+            .ok_or_else(|| Error::Msg("internal: Concat inputs".into()))?;
+        let mut out = match first.into_f32_vec() {
+            Ok(v) => v,
+            Err(first) => {
+                let all: Vec<NDArray> = std::iter::once(first).chain(rest).collect();
+                return self.forward(ctx, &all, aux);
+            }
+        };
+        let more: usize = rest.iter().map(NDArray::size).sum();
+        out.try_reserve(more)
+            .map_err(|e| Error::Msg(format!("node \"{}\": Concat output: {e}", ctx.node)))?;
+        for x in &rest {
+            out.extend_from_slice(x.f32s("Concat: input")?);
+        }
+        Ok(vec![NDArray::from_f32(&out_shape, out)?])
     }
 
     fn backward(
