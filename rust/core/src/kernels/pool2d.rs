@@ -150,12 +150,6 @@ fn windows<const MAX: bool>(
     }
     let inner = &mut out[a..b];
     inner.fill(start::<MAX>());
-    let tap = |inner: &mut [f32], src: &[f32]| {
-        inner
-            .iter_mut()
-            .zip(src)
-            .for_each(|(o, &v)| *o = step::<MAX>(*o, v));
-    };
     if s == 2 {
         // A walk over every other element does not vectorize; split the row into its even
         // and odd elements once, and each tap is a contiguous pass over one of them. The
@@ -171,22 +165,20 @@ fn windows<const MAX: bool>(
         }
         for k in 0..kw {
             let p = sx[a].lo + k;
-            tap(
-                inner,
-                if p.is_multiple_of(2) {
-                    &even[p / 2..]
-                } else {
-                    &odd[p / 2..]
-                },
-            );
+            let phase = if p.is_multiple_of(2) { &*even } else { &*odd };
+            tap::<MAX>(inner, &phase[p / 2..]);
         }
         return;
     }
     for k in 0..kw {
-        let src = buf[sx[a].lo + k..].iter().step_by(s);
-        inner
-            .iter_mut()
-            .zip(src)
-            .for_each(|(o, &v)| *o = step::<MAX>(*o, v));
+        tap::<MAX>(inner, buf[sx[a].lo + k..].iter().step_by(s));
     }
+}
+
+/// One tap of the horizontal windows: each output steps with its next value from `src`.
+#[inline(always)]
+fn tap<'a, const MAX: bool>(out: &mut [f32], src: impl IntoIterator<Item = &'a f32>) {
+    out.iter_mut()
+        .zip(src)
+        .for_each(|(o, &v)| *o = step::<MAX>(*o, v));
 }

@@ -169,19 +169,19 @@ impl Operator for Concat {
         Ok(vec![out])
     }
 
+    fn reuses_inputs(&self) -> bool {
+        true
+    }
+
     /// When the joined axis is outermost but for axes of size 1 (channels at batch 1), the
     /// output is the inputs one after another: a first float32 input held nowhere else (at
     /// its last use) is grown in place instead of copied. DenseNet's blocks join each layer's
     /// output to the growing concatenation of the layers before it; appending (the buffer
     /// grows geometrically) makes that linear in the block's size, not quadratic.
-    fn reuses_inputs(&self) -> bool {
-        true
-    }
-
     fn forward_consuming(
         &self,
         ctx: &OpCtx,
-        mut inputs: Vec<NDArray>,
+        inputs: Vec<NDArray>,
         aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
         let shapes: Vec<&[usize]> = inputs.iter().map(NDArray::shape).collect();
@@ -192,10 +192,11 @@ impl Operator for Concat {
         if !appends {
             return self.forward(ctx, &inputs, aux);
         }
-        let rest = inputs.split_off(1);
-        let first = inputs
-            .pop()
+        let mut rest = inputs.into_iter();
+        let first = rest
+            .next()
             .ok_or_else(|| Error::Msg("internal: Concat inputs".into()))?;
+        let rest: Vec<NDArray> = rest.collect();
         let mut out = match first.into_f32_vec() {
             Ok(v) => v,
             Err(first) => {
