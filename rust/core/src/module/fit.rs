@@ -5,6 +5,7 @@
 
 use super::run_loop::{fit_loop, score_loop, FitSteps, ScoreSteps};
 use super::*;
+use crate::kernels::par::on_pool;
 
 /// What a batch-end callback of [`Module::fit`] sees: the epoch, the 0-based batch number and
 /// the training metric so far.
