@@ -413,9 +413,8 @@ impl Executor {
         )
     }
 
-    /// How many values (all ops' outputs together) the last forward pass produced: a
-    /// measure of the pass's size (0 before the first pass; inference passes that release
-    /// their intermediates early count only what they kept).
+    /// How many values (all ops' outputs together) the last forward pass produced, whether
+    /// kept or released early: a measure of the pass's size (0 before the first pass).
     pub(crate) fn pass_values(&self) -> usize {
         self.pass_values
     }
@@ -583,6 +582,7 @@ impl Executor {
         let mut precomputed: Vec<Option<Vec<NDArray>>> = vec![None; self.steps.len()];
         let mut fused_steps = 0;
         let profiling = profile::running();
+        let mut produced = 0;
         for (si, step) in self.steps.iter().enumerate() {
             let node = &step.node;
             let outs = match (&node.inst, step.var) {
@@ -703,6 +703,7 @@ impl Executor {
                     )))
                 }
             };
+            produced += outs.iter().map(NDArray::size).sum::<usize>();
             values.push(outs);
             // Memory plan: with no gradient to compute, an intermediate result is dropped as
             // soon as its last consumer has run, so its buffer returns to the allocator and
@@ -721,7 +722,7 @@ impl Executor {
             .iter()
             .map(|&(s, o)| self.value(&values, s, o).clone())
             .collect();
-        self.pass_values = values.iter().flatten().map(NDArray::size).sum();
+        self.pass_values = produced;
         self.released_last = release || handed_over;
         self.fused_last = fused_steps;
         self.values = values;
