@@ -114,8 +114,6 @@ pub struct Executor {
     /// (a monitor reports gradients only then).
     grads_fresh: bool,
     monitor: Option<Monitor>,
-    /// Values the last forward pass produced (all ops' outputs, float count).
-    pass_values: usize,
     /// How many steps the last forward computed inside their producer (see [`fusions`]).
     fused_last: usize,
     /// Whether the last forward pass dropped its intermediate values as it went (no gradient
@@ -248,7 +246,6 @@ impl Executor {
             last_train: None,
             grads_fresh: false,
             monitor: None,
-            pass_values: 0,
             released_last: false,
             fused_last: 0,
             head_ones: Vec::new(),
@@ -413,12 +410,6 @@ impl Executor {
         )
     }
 
-    /// How many values (all ops' outputs together) the last forward pass produced, whether
-    /// kept or released early: a measure of the pass's size (0 before the first pass).
-    pub(crate) fn pass_values(&self) -> usize {
-        self.pass_values
-    }
-
     /// Drops what the last forward pass kept for backward and the outputs, so their buffers
     /// return to the allocator for another executor to use (a BucketingModule releases the
     /// bucket it switches away from: buckets share working memory, as MXNet's shared
@@ -428,7 +419,6 @@ impl Executor {
         self.values = Vec::new();
         self.outputs = Vec::new();
         self.last_train = None;
-        self.pass_values = 0;
     }
 
     /// Whether a monitor is installed.
@@ -582,7 +572,6 @@ impl Executor {
         let mut precomputed: Vec<Option<Vec<NDArray>>> = vec![None; self.steps.len()];
         let mut fused_steps = 0;
         let profiling = profile::running();
-        let mut produced = 0;
         for (si, step) in self.steps.iter().enumerate() {
             let node = &step.node;
             let outs = match (&node.inst, step.var) {
@@ -703,7 +692,6 @@ impl Executor {
                     )))
                 }
             };
-            produced += outs.iter().map(NDArray::size).sum::<usize>();
             values.push(outs);
             // Memory plan: with no gradient to compute, an intermediate result is dropped as
             // soon as its last consumer has run, so its buffer returns to the allocator and
@@ -722,7 +710,6 @@ impl Executor {
             .iter()
             .map(|&(s, o)| self.value(&values, s, o).clone())
             .collect();
-        self.pass_values = produced;
         self.released_last = release || handed_over;
         self.fused_last = fused_steps;
         self.values = values;

@@ -41,11 +41,6 @@ fn inference_releases_intermediates_and_training_keeps_them() {
     tr.forward(true).unwrap();
     assert!(tr.values.iter().skip(1).all(|v| !v.is_empty()));
     assert_eq!(inf.outputs()[0].to_f64_vec(), tr.outputs()[0].to_f64_vec());
-    // The pass's size counts what it produced, released or kept: three ops of 4 values (a
-    // large inference pass of a network without auxiliary states, SqueezeNet, still runs on
-    // the pool as a whole).
-    assert_eq!(inf.pass_values(), 12);
-    assert_eq!(tr.pass_values(), 12);
     // c is not a loss layer: its head gradient is given, as MXNet requires.
     let err = tr.backward(&[]).unwrap_err().to_string();
     assert!(err.contains("\"c_output\" is not a loss layer"), "{err}");

@@ -111,6 +111,57 @@ pub fn with_pool_awake<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     })
 }
 
+/// Where a module runs its passes: on the calling thread, or on the pool as a whole (held
+/// awake, see [`with_pool_awake`]). Decided by how long the previous pass took, since the
+/// hand-over's cost is a time: from `from` a pass moves to the pool, and it returns to the
+/// caller below `from / 2`, so a pass that the move itself speeds up does not flip back and
+/// forth. The first pass runs on the caller. Values are the same bits either way (kernels
+/// split work independently of the thread they start on).
+#[derive(Clone, Copy, Debug)]
+pub struct PassPlacement {
+    from: std::time::Duration,
+    on_pool: bool,
+}
+
+impl Default for PassPlacement {
+    fn default() -> Self {
+        Self::new(super::tuning::POOL_PASS_FROM)
+    }
+}
+
+impl PassPlacement {
+    /// Passes move to the pool once one takes `from` or longer.
+    pub fn new(from: std::time::Duration) -> Self {
+        Self {
+            from,
+            on_pool: false,
+        }
+    }
+
+    /// Whether the next pass runs on the pool.
+    pub fn on_pool(&self) -> bool {
+        self.on_pool
+    }
+
+    /// Runs one pass where the previous ones say, and times it for the next.
+    pub fn run<R: Send>(&mut self, pass: impl FnOnce() -> R + Send) -> R {
+        let start = std::time::Instant::now();
+        let r = if self.on_pool {
+            with_pool_awake(pass)
+        } else {
+            pass()
+        };
+        let took = start.elapsed();
+        let bar = if self.on_pool {
+            self.from / 2
+        } else {
+            self.from
+        };
+        self.on_pool = took >= bar;
+        r
+    }
+}
+
 /// A vector of `len` values that `fill` writes in place (on parts of it, in parallel if it
 /// likes) without zeroing the memory first: a language model's vocabulary-wide arrays are
 /// tens of MB, and zeroing each before a kernel overwrites it was a serial pass over them.
@@ -413,6 +464,22 @@ mod tests {
             // The pool still serves work: the helpers stopped when the pass unwound.
             assert_eq!(pool.install(|| with_pool_awake(|| 7)), 7);
         }
+    }
+
+    /// A pass moves to the pool once one takes the threshold, and back once one takes less
+    /// than half of it.
+    #[test]
+    fn passes_move_to_the_pool_by_their_duration() {
+        let from = std::time::Duration::from_millis(40);
+        let mut p = PassPlacement::new(from);
+        assert!(!p.on_pool());
+        assert_eq!(p.run(|| 1), 1);
+        assert!(!p.on_pool(), "a short pass stays on the caller");
+        p.run(|| std::thread::sleep(from));
+        assert!(p.on_pool(), "a long pass moves the next one to the pool");
+        let on_a_pool_thread = p.run(|| rayon::current_thread_index().is_some());
+        assert!(on_a_pool_thread);
+        assert!(!p.on_pool(), "a short pass on the pool moves back");
     }
 
     /// Every part of a set sees everything the previous sets wrote, on one thread or several.

@@ -76,8 +76,9 @@ pub const CONV_BLOCK_VALUES: usize = 1 << 18;
 /// few arrays once (memory-bound), so the pool pays only for large parameters.
 pub const UPDATE_SERIAL_BELOW: usize = 1 << 19;
 
-/// Values (all ops' outputs of a forward pass) from which a training pass runs on the pool
-/// as a whole: one hand-over into the pool for the pass instead of one per parallel kernel.
-/// Small passes (an MLP at batch 10) stay on the caller, where the hand-overs would cost
-/// more than the pass.
-pub const LARGE_PASS: usize = 1 << 20;
+/// Duration of a module's pass from which its next pass runs on the pool as a whole (see
+/// [`super::par::PassPlacement`]): one hand-over into the pool (tens of µs on the 2-core
+/// VM) instead of one per parallel kernel. Shorter passes stay on the caller, where the
+/// hand-over would cost more than it saves (MobileNet-0.25 at batch 1, 0.23 ms, ran a
+/// third slower on the pool; an MLP training step ran 3x slower).
+pub const POOL_PASS_FROM: std::time::Duration = std::time::Duration::from_millis(1);

@@ -23,8 +23,7 @@ use crate::error::{Error, Result, ResultExt};
 use crate::executor::{Executor, GradReq};
 use crate::initializer::Initializer;
 use crate::io::{DataBatch, DataDesc};
-use crate::kernels::par::with_pool_awake;
-use crate::kernels::tuning::LARGE_PASS;
+use crate::kernels::par::PassPlacement;
 use crate::metric::EvalMetric;
 use crate::optimizer::Optimizer;
 use crate::symbol::{json, Symbol};
@@ -97,6 +96,8 @@ pub struct Module {
     pending_states: Option<OptStates>,
     last_labels: Vec<NDArray>,
     forwarded: bool,
+    /// Whether passes run on the calling thread or on the pool (by their duration).
+    placement: PassPlacement,
     warnings: Vec<String>,
     monitor: Option<MonitorFactory>,
     /// Raised by another thread to stop fit / score / predict between batches.
@@ -222,6 +223,7 @@ impl Module {
             interrupt: None,
             last_labels: vec![],
             forwarded: false,
+            placement: PassPlacement::default(),
             warnings,
             monitor: None,
             collective: None,
@@ -555,6 +557,17 @@ impl Module {
     /// Runs forward on every device with its slice of the batch; a batch whose shapes differ
     /// from the bound ones reshapes the module first. `is_train = None` means `for_training`.
     pub fn forward(&mut self, batch: &DataBatch, is_train: Option<bool>) -> Result<()> {
+        self.forward_placed(batch, is_train, true)
+    }
+
+    /// [`forward`](Self::forward); `place`: whether this pass chooses its thread (see
+    /// [`PassPlacement`]), or runs where it is called (inside `forward_backward`'s pass).
+    fn forward_placed(
+        &mut self,
+        batch: &DataBatch,
+        is_train: Option<bool>,
+        place: bool,
+    ) -> Result<()> {
         self.need_bound("forward")?;
         self.need_params("forward")?;
         if batch.data.len() != self.data_names.len() {
@@ -637,11 +650,11 @@ impl Module {
             }
         }
         // Devices run side by side on the pool. One device runs on the calling thread (rayon
-        // runs a one-item iterator inline) and its large kernels hand work to the pool; a
-        // large pass enters the pool once instead (see `forward_backward`): a network of
-        // small layers (MobileNet at batch 16) handed over and back per layer spent a fifth
-        // of its time in the threads' sleeps and wake-ups; inside, the other threads stay
-        // awake for the pass (MobileNetV2 at batch 1 still woke one per layer).
+        // runs a one-item iterator inline) and its parallel kernels hand work to the pool; a
+        // long pass enters the pool once instead (see `PassPlacement`): a network of small
+        // layers (MobileNet at batch 16) handed over and back per layer spent a fifth of its
+        // time in the threads' sleeps and wake-ups; inside, the other threads stay awake for
+        // the pass (MobileNetV2 at batch 1 still woke one per layer).
         let run = |execs: &mut [Executor]| -> Vec<Result<()>> {
             use rayon::prelude::*;
             execs
@@ -649,8 +662,9 @@ impl Module {
                 .map(|exe| exe.forward(is_train))
                 .collect()
         };
-        let results = if self.large_pass() {
-            with_pool_awake(|| run(&mut self.execs))
+        let results = if place {
+            let execs = &mut self.execs;
+            self.placement.run(|| run(execs))
         } else {
             run(&mut self.execs)
         };
@@ -700,27 +714,20 @@ impl Module {
         Ok(())
     }
 
-    /// Whether a pass is large enough to run on the pool as a whole (see [`LARGE_PASS`]).
-    fn large_pass(&self) -> bool {
-        self.execs.iter().any(|e| e.pass_values() >= LARGE_PASS)
-    }
-
     /// `forward(batch, is_train=true)` then `backward()`.
     pub fn forward_backward(&mut self, batch: &DataBatch) -> Result<()> {
-        // A large pass (LeNet: 3.3M values) runs on the pool as a whole: its many parallel
-        // kernels then split work among the pool's threads without a hand-over from this
-        // thread each (LeNet training 5% faster). A small one stays here: its kernels are
-        // serial, and the caller's next steps (update, metric) would run beside the pool's
-        // threads spinning down (MLP training ran 3x slower so).
-        let run = |m: &mut Self| {
-            m.forward(batch, Some(true))?;
-            m.backward(&[])
-        };
-        if self.large_pass() {
-            with_pool_awake(|| run(self))
-        } else {
-            run(self)
-        }
+        // A long pass (LeNet) runs on the pool as a whole: its many parallel kernels then
+        // split work among the pool's threads without a hand-over from this thread each
+        // (LeNet training 5% faster). A short one stays here: its kernels are serial, and the
+        // caller's next steps (update, metric) would run beside the pool's threads spinning
+        // down (MLP training ran 3x slower so).
+        let mut placement = self.placement;
+        let r = placement.run(|| {
+            self.forward_placed(batch, Some(true), false)?;
+            self.backward(&[])
+        });
+        self.placement = placement;
+        r
     }
 
     /// Sums every non-fixed parameter's gradient over the devices (and over the workers of a
