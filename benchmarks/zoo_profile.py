@@ -20,7 +20,10 @@ def profile_inference(name, batch, calls=3):
     m.bind(mod, data_shapes=[("data", (batch, 3, size, size))], for_training=False)
     b = mx.io.data_batch(data=[mx.nd.array(np.random.default_rng(0).random((batch, 3, size, size),
                                                                              dtype=np.float32))])
-    m.forward(mod, b, is_train=False)
+    # The first passes prepare weights and grow the allocator's pools: several ms each.
+    for _ in range(5):
+        m.forward(mod, b, is_train=False)
+        m.outputs_merged(mod)[0].asnumpy()
     profiler.reset()
     profiler.set_state("run")
     for _ in range(calls):
