@@ -3,6 +3,7 @@
 
 use super::{known, MaybeShape, OpCtx, OpDef, Operator, Params};
 use crate::error::{Error, Result};
+use crate::kernels::par;
 use crate::kernels::pool::{
     pool_backward, pool_forward, pool_out_size, PoolConvention, PoolGeom, PoolKind,
 };
@@ -253,8 +254,13 @@ impl Operator for Pooling {
             .ok_or_else(|| Error::Msg("internal: Pooling needs data".into()))?;
         let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
         let x = data.f32s("Pooling: data")?;
-        let mut y = vec![0.0f32; out_shape.iter().product()];
-        pool_forward(&g, self.kind, x, &mut y)?;
+        // SAFETY: every pooling path assigns each output once, reading none before
+        // (a window's running value lives in a register or is started in place).
+        let y = unsafe {
+            par::overwritten(out_shape.iter().product(), |y| {
+                pool_forward(&g, self.kind, x, y)
+            })
+        }?;
         let out = NDArray::from_f32(&out_shape, y)?;
         Ok(vec![out; self.num_outputs()])
     }
