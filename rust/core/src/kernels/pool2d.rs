@@ -39,7 +39,6 @@ fn step<const MAX: bool>(acc: f32, v: f32) -> f32 {
 
 /// The start of a maximum (the lowest float, which an empty window returns, as in MXNet) or
 /// of a sum.
-#[inline(always)]
 fn start<const MAX: bool>() -> f32 {
     if MAX {
         f32::MIN
@@ -89,7 +88,7 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
         return;
     }
     par::for_each_row_mut_by_work(y, ol, work, |p, y_p| {
-        plane_windows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p)
+        plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p)
     });
 }
 
@@ -118,25 +117,8 @@ impl Rows<'_> {
     }
 }
 
-/// [`plane_rows`] compiled for AVX-512 where the CPU has it: the crate targets baseline
-/// x86-64, whose 4-wide loops left short rows (Inception's 35² and 17² planes) at a third of
-/// the speed. The same steps per element either way, so the same bits.
-fn plane_windows<const MAX: bool>(rows: &Rows, x_p: &[f32], y_p: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if super::has_avx512() {
-        #[target_feature(enable = "avx512f")]
-        unsafe fn wide<const MAX: bool>(rows: &Rows, x_p: &[f32], y_p: &mut [f32]) {
-            plane_rows::<MAX>(rows, x_p, y_p)
-        }
-        // SAFETY: the CPU supports avx512f, the only feature `wide` is compiled for.
-        return unsafe { wide::<MAX>(rows, x_p, y_p) };
-    }
-    plane_rows::<MAX>(rows, x_p, y_p)
-}
-
 /// Every output row of one plane: its input rows reduced vertically into a row buffer, then
 /// the horizontal windows of the buffer, then an average's division.
-#[inline(always)]
 fn plane_rows<const MAX: bool>(rows: &Rows, x_p: &[f32], y_p: &mut [f32]) {
     let (iw, (a, b)) = (rows.iw, rows.inner);
     let mut buf = vec![0.0f32; iw];
@@ -187,7 +169,6 @@ fn plane<const MAX: bool>(x: &[f32]) -> f32 {
 /// `s`): the maximum or the sum of each. The windows inside the row (`a..b`, a contiguous run)
 /// take `kw` passes over their outputs; the clipped ones at the borders are reduced one by
 /// one. `phases` is room for `buf`'s even and odd elements when `s` is 2.
-#[inline(always)]
 fn windows<const MAX: bool>(buf: &[f32], phases: &mut [f32], rows: &Rows, out: &mut [f32]) {
     let (sx, (a, b), kw, s) = (rows.sx, rows.inner, rows.kw, rows.stride);
     let border = |o: &mut f32, w: &Span| {
