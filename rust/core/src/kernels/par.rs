@@ -427,6 +427,14 @@ impl<'a, T> Shared<'a, T> {
 mod tests {
     use super::*;
 
+    /// A pool of its own, so a test's timing and thread count don't depend on other tests.
+    fn pool_of(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap_or_else(|e| panic!("pool: {e}"))
+    }
+
     #[test]
     fn chunks_cover_everything_once() {
         for n in [0, 10, SERIAL_BELOW + 7] {
@@ -446,10 +454,7 @@ mod tests {
     #[test]
     fn pool_awake_runs_the_pass_and_releases_the_helpers() {
         for threads in [1, 2, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap_or_else(|e| panic!("pool: {e}"));
+            let pool = pool_of(threads);
             let sum = pool.install(|| {
                 with_pool_awake(|| {
                     let inner: u64 = with_pool_awake(|| (0..1000u64).into_par_iter().sum());
@@ -471,10 +476,7 @@ mod tests {
     /// and a pass waiting for it would take its wait as its duration.)
     #[test]
     fn passes_move_to_the_pool_by_their_duration() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap_or_else(|e| panic!("pool: {e}"));
+        let pool = pool_of(2);
         let from = std::time::Duration::from_millis(200);
         let mut p = PassPlacement::new(from);
         assert!(!p.on_pool());
@@ -491,10 +493,7 @@ mod tests {
     #[test]
     fn lockstep_orders_sets() {
         for threads in [1, 2, 3] {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap_or_else(|e| panic!("pool: {e}"));
+            let pool = pool_of(threads);
             let (sets, parts) = (200, 3);
             // Two rows by parity: set s reads row s % 2 whole and writes its own element of
             // the other row.
