@@ -125,6 +125,10 @@ pub struct Executor {
     head_ones: Vec<Option<NDArray>>,
     /// Parameter-derived state of inference passes (see [`PreparedCache`]).
     prepared: PreparedCache,
+    /// The same for convolutions with the op after them folded in (BatchNorm), kept apart:
+    /// where that op declines to fold (an activation, an add, a Concat), the decline must
+    /// not stand for the convolution's own prepared state.
+    folded: PreparedCache,
 }
 
 impl std::fmt::Debug for Executor {
@@ -250,6 +254,7 @@ impl Executor {
             fused_last: 0,
             head_ones: Vec::new(),
             prepared: PreparedCache::new(steps_len),
+            folded: PreparedCache::new(steps_len),
         })
     }
 
@@ -416,6 +421,7 @@ impl Executor {
     /// executors do). A backward or output read afterwards asks for a forward first.
     pub fn release_pass(&mut self) {
         self.prepared.clear();
+        self.folded.clear();
         self.values = Vec::new();
         self.outputs = Vec::new();
         self.last_train = None;
@@ -763,7 +769,7 @@ impl Executor {
                 .chain(&aux)
                 .cloned()
                 .collect();
-            self.prepared.get_or_make(si, &keys, make)?
+            self.folded.get_or_make(si, &keys, make)?
         } else {
             make()?
         };

@@ -351,7 +351,28 @@ fn prepared_pass(fast: &mut Executor, plain: &mut Executor, tol: f64) -> Vec<Opt
     for (x, y) in a.iter().zip(&b) {
         assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{x} vs {y}");
     }
-    fast.prepared.addresses()
+    let folded = fast.folded.addresses();
+    let own = fast.prepared.addresses();
+    own.into_iter().zip(folded).map(|(a, b)| a.or(b)).collect()
+}
+
+/// A convolution whose output goes straight into an activation or an add (nothing to fold)
+/// runs from its own prepared weight: the fold tried first declines without standing for
+/// it. (It did, and SqueezeNet's convolutions, all followed by a ReLU, ran im2col + GEMM.)
+#[test]
+fn convolutions_with_nothing_to_fold_are_prepared() {
+    let c1 = conv3x3(Symbol::variable("data"), "c1", 12);
+    let act = layer("Activation", &[("act_type", "relu")], c1);
+    let c2 = conv3x3(act.clone(), "c2", 12);
+    let net = Symbol::create("elemwise_add", None, &[], vec![(None, c2), (None, act)]).unwrap();
+    // 2×2 outputs: 4 positions, the packed kernel's range.
+    let shape = [1, 8, 2, 2];
+    let mut fast = filled_executor(&net, &shape, GradReq::Null, false);
+    let mut plain = filled_executor(&net, &shape, GradReq::Null, true);
+    for _ in 0..2 {
+        let kept = prepared_pass(&mut fast, &mut plain, 1e-4);
+        assert_eq!(kept.iter().flatten().count(), 2, "{kept:?}");
+    }
 }
 
 #[test]
