@@ -56,8 +56,9 @@ pub const CONV_PACKED_MAX_POSITIONS: usize = 32;
 pub const TILED_MIN_WIDTH: usize = 24;
 
 /// Filters up to which a narrowing 1×1 convolution (4 channels per filter or more) at
-/// batch 1 runs through its weight packed ahead (`kernels::conv_tiled`) at any size: the
-/// GEMM's register tile spans more filters and ran mostly empty on them.
+/// batch 1 runs through its weight packed ahead (`kernels::conv_tiled`) at any size, and a
+/// wider window over a batch (DenseNet's 128 → 32 3×3): the GEMM's register tile spans more
+/// filters and ran mostly empty on them.
 pub const POINTWISE_TILED_NARROW_FILTERS: usize = 32;
 
 /// Rows (or columns) of a GEMM output below which a band is not worth its own thread.
