@@ -356,6 +356,22 @@ fn prepared_pass(fast: &mut Executor, plain: &mut Executor, tol: f64) -> Vec<Opt
     own.into_iter().zip(folded).map(|(a, b)| a.or(b)).collect()
 }
 
+/// Convolutions wide enough for the direct kernel (stride 1 from a padded image), BatchNorm
+/// folded in and a ReLU run inside, match the unprepared pass, over a batch too.
+#[test]
+fn prepared_wide_convolutions_match_the_plain_pass() {
+    let c1 = conv3x3(Symbol::variable("data"), "c1", 12);
+    let bn = layer("BatchNorm", &[("fix_gamma", "False")], c1);
+    let act = layer("Activation", &[("act_type", "relu")], bn);
+    let net = conv3x3(act, "c2", 40);
+    for shape in [[1, 8, 30, 30], [3, 8, 14, 14]] {
+        let mut fast = filled_executor(&net, &shape, GradReq::Null, false);
+        let mut plain = filled_executor(&net, &shape, GradReq::Null, true);
+        let kept = prepared_pass(&mut fast, &mut plain, 1e-4);
+        assert_eq!(kept.iter().flatten().count(), 2, "{shape:?}");
+    }
+}
+
 /// A convolution whose output goes straight into an activation or an add (nothing to fold)
 /// runs from its own prepared weight: the fold tried first declines without standing for
 /// it. (It did, and SqueezeNet's convolutions, all followed by a ReLU, ran im2col + GEMM.)

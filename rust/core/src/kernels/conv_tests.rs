@@ -475,8 +475,8 @@ fn tiled_weights_match_the_gemm_path() {
 }
 
 /// Which inference convolutions take the tiled path: 3×3 over wide rows, over a batch only
-/// into few filters; 1×1 only when it narrows to a few filters at batch 1 (see
-/// `conv_tiled::pointwise_tiles`).
+/// into few filters; any stride-1 window with a small weight (the direct kernel); 1×1 only
+/// when it narrows to a few filters at batch 1 (see `conv_tiled::pointwise_tiles`).
 #[test]
 fn tiled_path_choice() {
     let one = |batch, c, f, size, k: usize| {
@@ -494,9 +494,12 @@ fn tiled_path_choice() {
         ))
     };
     assert!(one(1, 64, 64, 56, 3));
-    assert!(!one(1, 64, 64, 14, 3)); // rows narrower than TILED_MIN_WIDTH
-    assert!(!one(16, 16, 64, 55, 3)); // a batch: the GEMM spans the block's samples
+    assert!(!one(1, 256, 256, 14, 3)); // rows narrower than TILED_MIN_WIDTH
+    assert!(!one(16, 256, 256, 28, 3)); // a batch: the GEMM spans the block's samples
     assert!(one(16, 128, 32, 56, 3)); // ... unless the filters are few
+    assert!(one(16, 16, 64, 55, 3)); // or the weight is small (the direct kernel)
+    assert!(one(1, 64, 64, 14, 3));
+    assert!(!one(1, 64, 64, 7, 3)); // a vector would span three rows
     assert!(one(1, 128, 16, 55, 1)); // narrowing to few filters
     assert!(one(1, 144, 24, 56, 1));
     assert!(!one(16, 128, 16, 55, 1)); // a batch: one GEMM over the block's samples

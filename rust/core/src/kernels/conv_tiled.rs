@@ -14,7 +14,7 @@
 //! (their `B` block stays in L1 across the filter panels), then panels. Every output sums
 //! over `k` in order, whatever the thread split.
 
-use super::conv::{copy_short, valid_range, ConvGeom};
+use super::conv::{copy_short, runs_direct, valid_range, ConvGeom};
 use super::conv_packed::{check_packed, packs_weight};
 use super::conv_packed::{Panels, SendPtr};
 use super::has_avx512;
@@ -39,8 +39,9 @@ const KC: usize = 128;
 /// The weight in panels of [`MR`] filters, for [`tiled_product`].
 pub type FilterPanels = Panels<MR>;
 
-/// Whether an inference convolution runs through [`conv_forward_tiled`] with its weight
-/// packed ahead: one group, and either
+/// Whether an inference convolution runs with its weight packed ahead into [`FilterPanels`]
+/// (through [`conv_forward_tiled`], or `kernels::conv_direct` where it [`runs_direct`]): one
+/// group, and either
 /// - a kernel window wider than 1×1 over output rows of at least [`TILED_MIN_WIDTH`]
 ///   positions, at batch 1 or into few filters: its columns are then gathered tile by tile
 ///   into L1 where the GEMM path writes the whole column matrix out and copies it once more
@@ -49,13 +50,17 @@ pub type FilterPanels = Panels<MR>;
 ///   ran in 7.1 ms there against 10.4 tiled, 16 → 64 at 55² in 4.0 against 4.5, and
 ///   Inception v3 as a whole 8% faster; 128 → 32 at 56² (DenseNet) ran 23 ms tiled
 ///   against 26;
+/// - a stride-1 window that [`runs_direct`] (`kernels::conv_direct` reads its columns
+///   from a padded image: no gather), at any batch and width: it beat the GEMM at batch 16
+///   too (16 → 64 3×3 at 55² 2.7 ms against 4.1, 48 → 64 5×5 at 35² 8.9 against 14.7) and
+///   at 14² (128 → 32, 0.12 ms against 0.18);
 /// - or a 1×1 window at batch 1 (see [`pointwise_tiles`]).
 pub fn tiles_weight(g: &ConvGeom) -> bool {
     let shape = if g.is_pointwise() {
         g.batch == 1 && pointwise_tiles(g.filters, g.channels)
     } else {
         let few_filters = g.filters <= POINTWISE_TILED_NARROW_FILTERS;
-        g.output[2] >= TILED_MIN_WIDTH && (g.batch == 1 || few_filters)
+        (g.output[2] >= TILED_MIN_WIDTH && (g.batch == 1 || few_filters)) || runs_direct(g)
     };
     g.groups == 1 && shape && !packs_weight(g) && g.col_rows() > 0
 }

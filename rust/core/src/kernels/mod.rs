@@ -2,6 +2,7 @@
 
 pub mod binary;
 pub mod conv;
+mod conv_direct;
 pub mod conv_packed;
 pub mod conv_tiled;
 mod conv_trim;

@@ -61,6 +61,12 @@ pub const TILED_MIN_WIDTH: usize = 24;
 /// filters and ran mostly empty on them.
 pub const POINTWISE_TILED_NARROW_FILTERS: usize = 32;
 
+/// Weight values (filters × channels × window) up to which a stride-1 inference convolution
+/// that runs tiled reads its columns straight from a padded image (`kernels::conv_direct`):
+/// every tile there runs all panels over all of `k`, reading the whole weight, which must
+/// stay in the core's L2 beside the image. DenseNet's 128 → 32 3×3 weight is 37 K values,
+/// Inception's 96 → 96 3×3 83 K.
+pub const DIRECT_MAX_WEIGHT: usize = 1 << 17;
 /// Rows (or columns) of a GEMM output below which a band is not worth its own thread.
 pub const GEMM_MIN_BAND: usize = 32;
 

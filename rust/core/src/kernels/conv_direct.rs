@@ -1,0 +1,492 @@
+//! Inference convolutions with stride 1 read straight from a zero-padded copy of the image,
+//! with no column matrix at all, not even tile by tile.
+//!
+//! With stride and dilation 1, the column matrix's row for channel `c` and tap `(ty, tx)`
+//! is the padded image shifted: in padded-width coordinates (output position `(oy, ox)` at
+//! `p = oy · Wp + ox`, `Wp` the padded width) its value at `p` is
+//! `xp[c · Hp · Wp + ty · Wp + tx + p]`. So a tile of positions loads each row's vectors
+//! from the padded image itself, where [`super::conv_tiled`] first gathers them into L1 row
+//! run by row run: DenseNet's 128 → 32 3×3 layers gathered 128 rows for every 4 panels of
+//! filters that passed over them, about as long as the products took.
+//!
+//! The price: the `Wp − OW` positions at the end of each padded row are computed and thrown
+//! away (2 of 58 at 56², 2 of 30 at 28²), and the padded copy is written once per sample.
+//! The weight is the tiled path's ([`FilterPanels`]); each tile runs every panel over all
+//! of `k` in registers, so the whole weight is read per tile: only weights that stay in L2
+//! take this path (see [`runs_direct`]).
+
+use super::conv::ConvGeom;
+use super::conv_packed::{check_packed, SendPtr};
+use super::conv_tiled::FilterPanels;
+use super::has_avx512;
+use super::par::SERIAL_BELOW;
+use super::scratch::Scratch;
+use super::tuning::DIRECT_MAX_WEIGHT;
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// Filters per panel (rows of a tile): the tiled path's panels.
+const MR: usize = 8;
+/// Vectors of positions per tile.
+const NV: usize = 3;
+/// Float32 lanes per vector.
+const LANES: usize = 16;
+/// Positions per tile.
+const TILE: usize = NV * LANES;
+
+/// Whether an inference convolution runs here, its weight packed as for the tiled path (see
+/// [`super::conv_tiled::tiles_weight`]): 2-D, stride and dilation 1, a window wider than
+/// 1×1, a padded width of at least one vector (so a vector of positions spans at most two
+/// output rows), and a weight of at most [`DIRECT_MAX_WEIGHT`] values.
+pub fn runs_direct(g: &ConvGeom) -> bool {
+    g.input[0] == 1
+        && g.kernel[0] == 1
+        && g.output[0] == 1
+        && g.pad[0] == 0
+        && g.stride == [1, 1, 1]
+        && g.dilate == [1, 1, 1]
+        && g.groups == 1
+        && g.kernel_len() > 1
+        && padded(g).1 >= LANES
+        && g.filters * g.col_rows() <= DIRECT_MAX_WEIGHT
+}
+
+/// The padded image's sizes: rows, columns (stride 1: each output row and column plus the
+/// window's reach).
+fn padded(g: &ConvGeom) -> (usize, usize) {
+    (g.output[1] + g.kernel[1] - 1, g.output[2] + g.kernel[2] - 1)
+}
+
+/// Each column-matrix row's offset in the padded image: channel, then tap row, then tap
+/// column (im2col's row order).
+fn row_offsets(g: &ConvGeom) -> Vec<usize> {
+    let (hp, wp) = padded(g);
+    let [kh, kw] = [g.kernel[1], g.kernel[2]];
+    (0..g.channels)
+        .flat_map(|ci| (0..kh * kw).map(move |t| ci * hp * wp + t / kw * wp + t % kw))
+        .collect()
+}
+
+/// Values of one sample's padded image with its slack: the last tile reads up to a tile
+/// past the last padded row of the last channel.
+fn padded_len(g: &ConvGeom) -> usize {
+    let (hp, wp) = padded(g);
+    g.channels * hp * wp + g.kernel[2] + TILE
+}
+
+/// [`super::conv::conv_forward`] for a geometry that [`runs_direct`], with the weight packed
+/// ahead ([`FilterPanels`] of `(filters, col_rows)`, rows in im2col's order): per sample, a
+/// zero-padded copy of its image, then tiles of positions through every panel, the bias
+/// added as they are stored; `epilogue` runs over each part's outputs. Samples run side by
+/// side when that pays, else each sample's tiles split across the pool.
+pub fn conv_forward_direct(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &FilterPanels,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+) -> Result<()> {
+    check_packed(g, x, w, bias, y)?;
+    if !runs_direct(g) {
+        return Err(Error::Msg(format!(
+            "internal: direct conv: geometry {g:?} does not run here"
+        )));
+    }
+    let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
+    if f * l == 0 {
+        return Ok(());
+    }
+    let offsets = row_offsets(g);
+    let plen = padded_len(g);
+    let sample = |(n, y_n): (usize, &mut [f32]), inner: bool| {
+        let mut xp = Scratch::take(plen);
+        pad_image(g, &x[n * c * il..(n + 1) * c * il], &mut xp, inner);
+        let pr = Direct {
+            g,
+            w,
+            xp: &xp,
+            offsets: &offsets,
+            bias,
+            epilogue,
+        };
+        pr.run(y_n, inner);
+    };
+    if g.parallel() {
+        y.par_chunks_mut(f * l)
+            .enumerate()
+            .for_each(|s| sample(s, false));
+    } else {
+        y.chunks_mut(f * l)
+            .enumerate()
+            .for_each(|s| sample(s, true));
+    }
+    Ok(())
+}
+
+/// Writes `x_n (channels, input)` into `xp` zero-padded to `(channels, Hp, Wp)`, then zeros
+/// the slack after it; channels split across the pool when `split` and the copy is large.
+fn pad_image(g: &ConvGeom, x_n: &[f32], xp: &mut [f32], split: bool) {
+    let (hp, wp) = padded(g);
+    let [_, ih, iw] = g.input;
+    let (ph, pw) = (g.pad[1].min(hp), g.pad[2].min(wp));
+    let (planes, slack) = xp.split_at_mut(g.channels * hp * wp);
+    slack.fill(0.0);
+    // Input rows and columns inside the padded image (a cut window's trailing padding can be
+    // negative: rows past it are never read).
+    let (rows, cols) = (ih.min(hp - ph), iw.min(wp - pw));
+    let plane = |(ci, dst): (usize, &mut [f32])| {
+        let src = &x_n[ci * ih * iw..(ci + 1) * ih * iw];
+        dst[..ph * wp].fill(0.0);
+        for (iy, row) in dst[ph * wp..].chunks_exact_mut(wp).enumerate() {
+            if iy < rows {
+                row[..pw].fill(0.0);
+                row[pw..pw + cols].copy_from_slice(&src[iy * iw..iy * iw + cols]);
+                row[pw + cols..].fill(0.0);
+            } else {
+                row.fill(0.0);
+            }
+        }
+    };
+    if split && planes.len() >= SERIAL_BELOW {
+        planes.par_chunks_mut(hp * wp).enumerate().for_each(plane);
+    } else {
+        planes.chunks_mut(hp * wp).enumerate().for_each(plane);
+    }
+}
+
+/// One sample's product: the operands its parts share.
+struct Direct<'a> {
+    g: &'a ConvGeom,
+    w: &'a FilterPanels,
+    /// The padded image (see [`pad_image`]).
+    xp: &'a [f32],
+    /// Each row's offset in `xp`.
+    offsets: &'a [usize],
+    bias: Option<&'a [f32]>,
+    epilogue: Option<&'a (dyn Fn(&mut [f32]) + Sync)>,
+}
+
+impl Direct<'_> {
+    /// All tiles into `y (filters, out_len)`; with `split`, the tiles are shared among the
+    /// pool's threads when the work is large enough.
+    fn run(&self, y: &mut [f32], split: bool) {
+        let (_, wp) = padded(self.g);
+        let positions = self.g.output[1] * wp;
+        let tiles = positions.div_ceil(TILE);
+        let (f, k) = (self.w.filters(), self.w.k());
+        let threads = rayon::current_num_threads();
+        let big = split && f * positions * k >= SERIAL_BELOW * 4 && tiles >= 2 * threads;
+        let yp = SendPtr(y.as_mut_ptr());
+        let part = |ts: Range<usize>| {
+            // SAFETY: parts cover disjoint positions of `y`, which holds (filters, out_len).
+            unsafe { self.part(ts, yp.get(), has_avx512()) }
+        };
+        if big {
+            (0..threads)
+                .into_par_iter()
+                .for_each(|i| part(i * tiles / threads..(i + 1) * tiles / threads));
+        } else {
+            part(0..tiles);
+        }
+    }
+
+    /// Tiles `ts` through every panel, then the epilogue over their outputs.
+    ///
+    /// # Safety
+    /// `y` holds the `(filters, out_len)` output; `wide` only where [`has_avx512`].
+    unsafe fn part(&self, ts: Range<usize>, y: *mut f32, wide: bool) {
+        let (_, wp) = padded(self.g);
+        let [_, oh, ow] = self.g.output;
+        let positions = oh * wp;
+        let (f, l) = (self.w.filters(), self.g.out_len());
+        for t in ts.clone() {
+            let p0 = t * TILE;
+            let n = (positions - p0).min(TILE);
+            for panel in 0..self.w.panels() {
+                let f0 = panel * MR;
+                let tile = Tile {
+                    w: self.w.data[panel * self.w.k() * MR..].as_ptr(),
+                    xp: self.xp[p0..].as_ptr(),
+                    offsets: self.offsets,
+                    rows: MR.min(f - f0),
+                    bias: self.bias.map(|b| b[f0..].as_ptr()),
+                    out: Stores::new(p0, n, wp, ow, oh),
+                };
+                // SAFETY: the tile's outputs lie inside `y` (the caller's contract); its loads
+                // inside the padded image and its slack (see `conv_forward_direct`).
+                unsafe {
+                    let yt = y.add(f0 * l);
+                    #[cfg(target_arch = "x86_64")]
+                    if wide {
+                        avx512::tile(&tile, yt, l);
+                        continue;
+                    }
+                    let _ = wide;
+                    tile_plain(&tile, yt, l);
+                }
+            }
+        }
+        if let Some(e) = self.epilogue {
+            // The part's valid positions are one run of the output's flat positions.
+            let first = Stores::flat_from(ts.start * TILE, wp, ow, oh);
+            let end = Stores::flat_from((ts.end * TILE).min(positions), wp, ow, oh);
+            for fi in 0..f {
+                // SAFETY: row fi's positions first..end belong to this part alone.
+                e(unsafe { std::slice::from_raw_parts_mut(y.add(fi * l + first), end - first) });
+            }
+        }
+    }
+}
+
+/// Where a tile's positions go in the output: `p0 + i` (padded-width coordinates) is output
+/// row `(p0 + i) / Wp`, column `(p0 + i) % Wp`, kept when the column is below `OW`.
+#[derive(Clone, Copy)]
+struct Stores {
+    p0: usize,
+    /// Positions in the tile.
+    n: usize,
+    wp: usize,
+    ow: usize,
+    oh: usize,
+}
+
+impl Stores {
+    fn new(p0: usize, n: usize, wp: usize, ow: usize, oh: usize) -> Stores {
+        Stores { p0, n, wp, ow, oh }
+    }
+
+    /// The flat output position of padded position `p`, or of the first kept one after it.
+    fn flat_from(p: usize, wp: usize, ow: usize, oh: usize) -> usize {
+        let (oy, ox) = (p / wp, p % wp);
+        if ox < ow {
+            oy * ow + ox
+        } else {
+            ((oy + 1) * ow).min(oh * ow)
+        }
+    }
+
+    /// The flat output position of the tile's `i`-th position, if kept.
+    fn flat(&self, i: usize) -> Option<usize> {
+        let p = self.p0 + i;
+        let (oy, ox) = (p / self.wp, p % self.wp);
+        (i < self.n && ox < self.ow && oy < self.oh).then_some(oy * self.ow + ox)
+    }
+
+    /// For the vector of positions `i..i + 16`: the two stores that put its kept lanes in
+    /// place, `(flat position of lane 0, lane mask)` for the lanes in its first output row
+    /// and in the next (a vector spans at most two rows: `OW ≥ 16`). The flat positions are
+    /// those lane 0 would have, so lane `j` lands at `base + j`.
+    fn vector(&self, i: usize) -> [(isize, u16); 2] {
+        let p = self.p0 + i;
+        let (oy, ox) = (p / self.wp, p % self.wp);
+        let lanes = self.n.saturating_sub(i).min(LANES);
+        let upto = |n: usize| ((1u32 << n) - 1) as u16;
+        let live = upto(lanes);
+        // First row: lanes j with ox + j < OW.
+        let first = upto(self.ow.saturating_sub(ox).min(LANES)) & live;
+        // Next row: lanes j ≥ Wp − ox (its columns from 0), while that row exists.
+        let next_from = self.wp - ox;
+        let next = if next_from < LANES && oy + 1 < self.oh {
+            !upto(next_from) & live
+        } else {
+            0
+        };
+        let base = (oy * self.ow) as isize + ox as isize;
+        [
+            (base, first),
+            (base + self.ow as isize - self.wp as isize, next),
+        ]
+    }
+}
+
+/// One tile: a panel of `rows` filters over `TILE` positions.
+struct Tile<'a> {
+    /// The panel: `k` rows of `MR` filters.
+    w: *const f32,
+    /// The padded image from the tile's first position on.
+    xp: *const f32,
+    offsets: &'a [usize],
+    rows: usize,
+    bias: Option<*const f32>,
+    out: Stores,
+}
+
+/// See [`Direct::part`]: one tile in plain loops, each output summing over `k` in order.
+///
+/// # Safety
+/// The tile's rows `..t.rows` of `y` (`ldy` apart) hold its kept positions; `t.xp` reads
+/// `offsets[r] + i` for every row and position.
+unsafe fn tile_plain(t: &Tile, y: *mut f32, ldy: usize) {
+    for i in 0..t.rows {
+        for j in 0..TILE {
+            let Some(q) = t.out.flat(j) else { continue };
+            let mut s = 0.0f32;
+            for (r, &off) in t.offsets.iter().enumerate() {
+                // SAFETY: the caller's contract.
+                s += unsafe { *t.w.add(r * MR + i) * *t.xp.add(off + j) };
+            }
+            // SAFETY: the caller's contract.
+            unsafe { *y.add(i * ldy + q) = s + t.bias.map_or(0.0, |b| *b.add(i)) };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Tile, LANES, MR, NV};
+    use std::arch::x86_64::*;
+
+    /// See `super::tile_plain`: `MR` filters × `NV` vectors in registers over all of `k`,
+    /// the bias added, each vector's kept lanes stored in its one or two output rows.
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `tile_plain`'s contract.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn tile(t: &Tile, y: *mut f32, ldy: usize) {
+        let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+        // SAFETY (whole body): the caller's contract; the panel holds k rows of MR values.
+        unsafe {
+            for (r, &off) in t.offsets.iter().enumerate() {
+                let src = t.xp.add(off);
+                let mut bv = [_mm512_setzero_ps(); NV];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = _mm512_loadu_ps(src.add(v * LANES));
+                }
+                let wr = t.w.add(r * MR);
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let wv = _mm512_set1_ps(*wr.add(i));
+                    for (a, &x) in row.iter_mut().zip(&bv) {
+                        *a = _mm512_fmadd_ps(wv, x, *a);
+                    }
+                }
+            }
+            let stores: [_; NV] = std::array::from_fn(|v| t.out.vector(v * LANES));
+            for (i, row) in acc.iter().enumerate().take(t.rows) {
+                let add = t
+                    .bias
+                    .map_or(_mm512_setzero_ps(), |b| _mm512_set1_ps(*b.add(i)));
+                let yr = y.add(i * ldy);
+                for (&a, st) in row.iter().zip(&stores) {
+                    let v = _mm512_add_ps(a, add);
+                    for &(base, mask) in st {
+                        if mask != 0 {
+                            _mm512_mask_storeu_ps(yr.wrapping_offset(base), mask, v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::conv::conv_forward;
+
+    fn geom(c: usize, f: usize, hw: [usize; 2], k: [usize; 2], pad: [usize; 2]) -> ConvGeom {
+        let out = [hw[0] + 2 * pad[0] + 1 - k[0], hw[1] + 2 * pad[1] + 1 - k[1]];
+        ConvGeom {
+            batch: 1,
+            channels: c,
+            filters: f,
+            groups: 1,
+            input: [1, hw[0], hw[1]],
+            output: [1, out[0], out[1]],
+            kernel: [1, k[0], k[1]],
+            stride: [1; 3],
+            dilate: [1; 3],
+            pad: [0, pad[0], pad[1]],
+        }
+    }
+
+    /// Both tile kernels against the im2col path: filter tails, positions ending mid-vector
+    /// and mid-row, no padding and more padding than the window needs, a batch, bias and an
+    /// epilogue; what lies outside the output is never written.
+    #[test]
+    fn direct_matches_the_gemm_path() {
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
+        for (batch, c, f, hw, k, pad) in [
+            (1, 3, 5, [20, 24], [3, 3], [1, 1]),
+            (1, 16, 64, [55, 55], [3, 3], [1, 1]),
+            (2, 7, 13, [9, 30], [3, 5], [1, 2]),
+            (1, 4, 8, [26, 26], [3, 3], [0, 0]),
+            (3, 5, 9, [17, 26], [5, 5], [2, 2]),
+            (1, 2, 3, [16, 20], [3, 3], [3, 3]),
+            (1, 130, 17, [28, 28], [3, 3], [1, 1]),
+            // rows narrower than a vector (a vector spans the end of one and the next)
+            (1, 9, 10, [14, 14], [3, 3], [1, 1]),
+            (2, 6, 7, [17, 17], [7, 1], [3, 0]),
+            (1, 6, 7, [17, 17], [1, 7], [0, 3]),
+        ] {
+            let g = ConvGeom {
+                batch,
+                ..geom(c, f, hw, k, pad)
+            };
+            assert!(runs_direct(&g), "{g:?}");
+            let x: Vec<f32> = (0..batch * c * g.in_len())
+                .map(|i| ((i * 7) % 13) as f32 / 6.0 - 1.0)
+                .collect();
+            let w: Vec<f32> = (0..f * g.col_rows())
+                .map(|i| ((i * 5) % 11) as f32 / 10.0 - 0.5)
+                .collect();
+            let b: Vec<f32> = (0..f).map(|i| i as f32 * 0.1 - 0.4).collect();
+            let mut want = vec![0.0f32; batch * f * g.out_len()];
+            conv_forward(&g, &x, &w, Some(&b), &mut want, None).unwrap();
+            relu(&mut want);
+            let panels = FilterPanels::new(&w, f, g.col_rows());
+            for wide in [true, false] {
+                if wide && !has_avx512() {
+                    continue;
+                }
+                let mut got = vec![f32::NAN; batch * f * g.out_len() + 5];
+                let out = &mut got[..batch * f * g.out_len()];
+                if wide {
+                    conv_forward_direct(&g, &x, &panels, Some(&b), out, Some(&relu)).unwrap();
+                } else {
+                    plain_forward(&g, &x, &panels, &b, out);
+                    relu(out);
+                }
+                for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (a - e).abs() <= 1e-4 * (1.0 + e.abs()),
+                        "wide={wide} {g:?} [{i}]: {a} vs {e}"
+                    );
+                }
+                assert!(
+                    got[want.len()..].iter().all(|v| v.is_nan()),
+                    "wrote past the end"
+                );
+            }
+        }
+    }
+
+    /// Every sample through the plain tile kernel.
+    fn plain_forward(g: &ConvGeom, x: &[f32], w: &FilterPanels, b: &[f32], y: &mut [f32]) {
+        let (_, wp) = padded(g);
+        let offsets = row_offsets(g);
+        let (l, il) = (g.out_len(), g.in_len());
+        for (n, y_n) in y.chunks_mut(g.filters * l).enumerate() {
+            let mut xp = vec![f32::NAN; padded_len(g)];
+            pad_image(
+                g,
+                &x[n * g.channels * il..][..g.channels * il],
+                &mut xp,
+                false,
+            );
+            let pr = Direct {
+                g,
+                w,
+                xp: &xp,
+                offsets: &offsets,
+                bias: Some(b),
+                epilogue: None,
+            };
+            let tiles = (g.output[1] * wp).div_ceil(TILE);
+            // SAFETY: y_n holds the sample's output; the plain path needs no CPU feature.
+            unsafe { pr.part(0..tiles, y_n.as_mut_ptr(), false) };
+        }
+    }
+}
