@@ -264,7 +264,7 @@ fn gather_row(g: &ConvGeom, x: &[f32], tap: &RowTap, at: (usize, usize, usize), 
 /// `dst[i] = src[2i]` (a stride-2 row of the column matrix: the first layers of most CNNs),
 /// 16 values from two vector loads at a time where the CPU has AVX-512. `src` holds at least
 /// `2·dst.len() − 1` values.
-fn copy_every_other(dst: &mut [f32], src: &[f32]) {
+pub(super) fn copy_every_other(dst: &mut [f32], src: &[f32]) {
     assert!(dst.is_empty() || src.len() > 2 * (dst.len() - 1));
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
