@@ -500,6 +500,7 @@ fn tiled_path_choice() {
     assert!(one(16, 16, 64, 55, 3)); // or the weight is small (the direct kernel)
     assert!(one(1, 64, 64, 14, 3));
     assert!(!one(1, 64, 64, 7, 3)); // a vector would span three rows
+    assert!(!one(1, 16, 16, 20, 5)); // 4 of each 24 padded positions thrown away
     assert!(one(1, 128, 16, 55, 1)); // narrowing to few filters
     assert!(one(1, 144, 24, 56, 1));
     assert!(!one(16, 128, 16, 55, 1)); // a batch: one GEMM over the block's samples
