@@ -128,6 +128,26 @@ impl ConvGeom {
             && self.output[2] > 0
     }
 
+    /// Runs `sample((n, y_n), inner)` over each sample's `(filters, out_len)` block of the
+    /// output `y`: side by side on the pool when [`ConvGeom::parallel`] (`inner` false: each
+    /// sample on one thread), else in turn (`inner` true: a sample may split its own work).
+    pub(super) fn per_sample(
+        &self,
+        y: &mut [f32],
+        sample: impl Fn((usize, &mut [f32]), bool) -> Result<()> + Sync + Send,
+    ) -> Result<()> {
+        let block = (self.filters * self.out_len()).max(1);
+        if self.parallel() {
+            y.par_chunks_mut(block)
+                .enumerate()
+                .try_for_each(|s| sample(s, false))
+        } else {
+            y.chunks_mut(block)
+                .enumerate()
+                .try_for_each(|s| sample(s, true))
+        }
+    }
+
     /// Whether batch-parallel work pays for itself (a rough multiply-add count).
     pub(super) fn parallel(&self) -> bool {
         self.batch > 1
@@ -701,15 +721,7 @@ fn pointwise_forward(
         bias_then(y_n, l, bias, epilogue, split_pass(inner, y_n.len()));
         Ok(())
     };
-    if g.parallel() {
-        y.par_chunks_mut(f * l)
-            .enumerate()
-            .try_for_each(|s| sample(s, false))
-    } else {
-        y.chunks_mut(f * l)
-            .enumerate()
-            .try_for_each(|s| sample(s, true))
-    }
+    g.per_sample(y, sample)
 }
 
 /// Adds `bias[f]` to row `f` (of `l` values) of one sample's `(filters, l)` output, then runs
@@ -961,4 +973,4 @@ pub fn channel_sums(dy: &[f32], channels: usize, spatial: usize) -> Result<Vec<f
 
 #[cfg(test)]
 #[path = "conv_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -146,17 +146,9 @@ pub fn conv_forward_direct(
             epilogue,
         };
         pr.run(y_n, inner);
+        Ok(())
     };
-    if g.parallel() {
-        y.par_chunks_mut(f * l)
-            .enumerate()
-            .for_each(|s| sample(s, false));
-    } else {
-        y.chunks_mut(f * l)
-            .enumerate()
-            .for_each(|s| sample(s, true));
-    }
-    Ok(())
+    g.per_sample(y, sample)
 }
 
 /// Writes `x_n (channels, input)` into `xp` zero-padded and split into phases, `(channels,
@@ -443,6 +435,7 @@ mod avx512 {
 mod tests {
     use super::*;
     use crate::kernels::conv::conv_forward;
+    use crate::kernels::conv::tests::mk;
 
     fn geom(
         c: usize,
@@ -452,22 +445,9 @@ mod tests {
         pad: [usize; 2],
         s: [usize; 2],
     ) -> ConvGeom {
-        let out = [
-            (hw[0] + 2 * pad[0] - k[0]) / s[0] + 1,
-            (hw[1] + 2 * pad[1] - k[1]) / s[1] + 1,
-        ];
-        ConvGeom {
-            batch: 1,
-            channels: c,
-            filters: f,
-            groups: 1,
-            input: [1, hw[0], hw[1]],
-            output: [1, out[0], out[1]],
-            kernel: [1, k[0], k[1]],
-            stride: [1, s[0], s[1]],
-            dilate: [1; 3],
-            pad: [0, pad[0], pad[1]],
-        }
+        let to3 = |v: [usize; 2], lead| [lead, v[0], v[1]];
+        let (input, kernel) = (to3(hw, 1), to3(k, 1));
+        mk(1, c, f, 1, input, kernel, to3(s, 1), [1; 3], to3(pad, 0))
     }
 
     /// Both tile kernels against the im2col path: strides (even and odd widths, a window

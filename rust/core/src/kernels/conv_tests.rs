@@ -65,7 +65,7 @@ fn naive_forward(g: &ConvGeom, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Vec<f
 
 /// A geometry with its output sizes worked out.
 #[allow(clippy::too_many_arguments)]
-fn mk(
+pub(in crate::kernels) fn mk(
     batch: usize,
     channels: usize,
     filters: usize,

@@ -114,17 +114,9 @@ pub fn conv_forward_tiled(
             }
         };
         tiled_product(w, cols, l, bias, epilogue, y_n, inner);
+        Ok(())
     };
-    if g.parallel() {
-        y.par_chunks_mut(f * l)
-            .enumerate()
-            .for_each(|s| sample(s, false));
-    } else {
-        y.chunks_mut(f * l)
-            .enumerate()
-            .for_each(|s| sample(s, true));
-    }
-    Ok(())
+    g.per_sample(y, sample)
 }
 
 /// Where the product's right operand `B (k × l)` comes from.
