@@ -2,7 +2,6 @@
 //! data-gradient and weight-gradient passes built on them and the GEMM door (Deconvolution
 //! uses the same three passes with the roles of forward and data gradient swapped).
 
-pub use super::conv_direct::{conv_forward_direct, runs_direct};
 pub use super::conv_packed::{conv_forward_packed, packs_weight};
 pub use super::conv_tiled::{conv_forward_tiled, tiles_weight};
 use super::conv_trim::Trimmed;

@@ -22,9 +22,8 @@
 //! [`runs_direct`]).
 
 use super::conv::ConvGeom;
-use super::conv_packed::{check_packed, SendPtr};
-use super::conv_tiled::{copy_every_other, FilterPanels};
-use super::has_avx512;
+use super::conv_packed::SendPtr;
+use super::conv_tiled::{copy_every_other, FilterPanels, LANES, MR};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
 use super::tuning::DIRECT_MAX_WEIGHT;
@@ -32,12 +31,8 @@ use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
 
-/// Filters per panel (rows of a tile): the tiled path's panels.
-const MR: usize = 8;
-/// Vectors of positions per tile.
+/// Vectors of positions per tile (of `MR` filters, the tiled path's panels).
 const NV: usize = 3;
-/// Float32 lanes per vector.
-const LANES: usize = 16;
 /// Positions per tile.
 const TILE: usize = NV * LANES;
 
@@ -46,15 +41,13 @@ const TILE: usize = NV * LANES;
 /// width of at least one vector (so a vector of positions spans at most two output rows)
 /// of which at most an eighth is thrown away (Inception's 1×7 over 17² threw away 6 of 23
 /// and ran 60% slower than on the GEMM), and a weight of at most [`DIRECT_MAX_WEIGHT`]
-/// values. With a stride, only windows of 4
-/// taps per phase or more: the tiled path's gather reads each input value once per tap of
-/// its phase, which is what this path saves, and it then pays for the split copy. The 7×7/2
-/// first layer (3 → 64 over 224²) ran in 0.83 ms against 1.11 tiled at batch 1 and 13.0
-/// against 21.7 on the GEMM at batch 16; 3×3/2 layers ran no faster (3 → 64 over 224²) or
-/// up to 15% slower (64 → 128 over 56²).
+/// values. With a stride, only windows of 4 taps per phase or more: the tiled path's gather
+/// reads each input value once per tap of its phase, which is what this path saves, and it
+/// then pays for the split copy. The 7×7/2 first layer (3 → 64 over 224²) ran in 0.83 ms
+/// against 1.11 tiled at batch 1 and 13.0 against 21.7 on the GEMM at batch 16; 3×3/2
+/// layers ran no faster (3 → 64 over 224²) or up to 15% slower (64 → 128 over 56²).
 pub fn runs_direct(g: &ConvGeom) -> bool {
-    let phases = g.stride[1] * g.stride[2];
-    g.input[0] == 1
+    let plain = g.input[0] == 1
         && g.kernel[0] == 1
         && g.output[0] == 1
         && g.pad[0] == 0
@@ -63,11 +56,15 @@ pub fn runs_direct(g: &ConvGeom) -> bool {
         && g.stride[2] > 0
         && g.dilate == [1, 1, 1]
         && g.groups == 1
-        && g.kernel_len() > 1
-        && (phases == 1 || g.kernel_len() >= 4 * phases)
-        && padded(g).1 >= LANES
-        && 8 * (padded(g).1 - g.output[2]) <= padded(g).1
-        && g.filters * g.col_rows() <= DIRECT_MAX_WEIGHT
+        && g.kernel_len() > 1;
+    // (The phase sizes need the strides and the window checked above.)
+    plain && {
+        let (phases, (_, wq)) = (phases(g), padded(g));
+        (phases == 1 || g.kernel_len() >= 4 * phases)
+            && wq >= LANES
+            && 8 * (wq - g.output[2]) <= wq
+            && g.filters * g.col_rows() <= DIRECT_MAX_WEIGHT
+    }
 }
 
 /// The sizes of one phase of the padded image: rows, columns (each output row and column
@@ -110,19 +107,21 @@ fn padded_len(g: &ConvGeom) -> usize {
 }
 
 /// [`super::conv::conv_forward`] for a geometry that [`runs_direct`], with the weight packed
-/// ahead ([`FilterPanels`] of `(filters, col_rows)`, rows in im2col's order): per sample, a
-/// zero-padded copy of its image, then tiles of positions through every panel, the bias
-/// added as they are stored; `epilogue` runs over each part's outputs. Samples run side by
-/// side when that pays, else each sample's tiles split across the pool.
-pub fn conv_forward_direct(
+/// ahead ([`FilterPanels`] of `(filters, col_rows)`, rows in im2col's order; the operands
+/// checked by the caller, `conv_tiled::conv_forward_tiled`): per sample, a zero-padded copy
+/// of its image, then tiles of positions through every panel — in AVX-512 registers when
+/// `wide` (the CPU has them), else in plain loops — the bias added as they are stored;
+/// `epilogue` runs over each part's outputs. Samples run side by side when that pays, else
+/// each sample's tiles split across the pool.
+pub(super) fn forward(
     g: &ConvGeom,
     x: &[f32],
     w: &FilterPanels,
     bias: Option<&[f32]>,
     y: &mut [f32],
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+    wide: bool,
 ) -> Result<()> {
-    check_packed(g, x, w, bias, y)?;
     if !runs_direct(g) {
         return Err(Error::Msg(format!(
             "internal: direct conv: geometry {g:?} does not run here"
@@ -145,7 +144,7 @@ pub fn conv_forward_direct(
             bias,
             epilogue,
         };
-        pr.run(y_n, inner);
+        pr.run(y_n, inner, wide);
         Ok(())
     };
     g.per_sample(y, sample)
@@ -220,8 +219,8 @@ struct Direct<'a> {
 
 impl Direct<'_> {
     /// All tiles into `y (filters, out_len)`; with `split`, the tiles are shared among the
-    /// pool's threads when the work is large enough.
-    fn run(&self, y: &mut [f32], split: bool) {
+    /// pool's threads when the work is large enough. `wide`: see [`Direct::part`].
+    fn run(&self, y: &mut [f32], split: bool, wide: bool) {
         let (_, wp) = padded(self.g);
         let positions = self.g.output[1] * wp;
         let tiles = positions.div_ceil(TILE);
@@ -231,7 +230,7 @@ impl Direct<'_> {
         let yp = SendPtr(y.as_mut_ptr());
         let part = |ts: Range<usize>| {
             // SAFETY: parts cover disjoint positions of `y`, which holds (filters, out_len).
-            unsafe { self.part(ts, yp.get(), has_avx512()) }
+            unsafe { self.part(ts, yp.get(), wide) }
         };
         if big {
             (0..threads)
@@ -245,7 +244,7 @@ impl Direct<'_> {
     /// Tiles `ts` through every panel, then the epilogue over their outputs.
     ///
     /// # Safety
-    /// `y` holds the `(filters, out_len)` output; `wide` only where [`has_avx512`].
+    /// `y` holds the `(filters, out_len)` output; `wide` only where the CPU has AVX-512F.
     unsafe fn part(&self, ts: Range<usize>, y: *mut f32, wide: bool) {
         let (_, wp) = padded(self.g);
         let [_, oh, ow] = self.g.output;
@@ -262,7 +261,7 @@ impl Direct<'_> {
                     offsets: self.offsets,
                     rows: MR.min(f - f0),
                     bias: self.bias.map(|b| b[f0..].as_ptr()),
-                    out: Stores::new(p0, n, wp, ow, oh),
+                    out: Stores { p0, n, wp, ow, oh },
                 };
                 // SAFETY: the tile's outputs lie inside `y` (the caller's contract); its loads
                 // inside the padded image and its slack (see `conv_forward_direct`).
@@ -303,10 +302,6 @@ struct Stores {
 }
 
 impl Stores {
-    fn new(p0: usize, n: usize, wp: usize, ow: usize, oh: usize) -> Stores {
-        Stores { p0, n, wp, ow, oh }
-    }
-
     /// The flat output position of padded position `p`, or of the first kept one after it.
     fn flat_from(p: usize, wp: usize, ow: usize, oh: usize) -> usize {
         let (oy, ox) = (p / wp, p % wp);
@@ -386,6 +381,7 @@ unsafe fn tile_plain(t: &Tile, y: *mut f32, ldy: usize) {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{Tile, LANES, MR, NV};
+    use crate::kernels::conv_tiled::avx512::panel_row;
     use std::arch::x86_64::*;
 
     /// See `super::tile_plain`: `MR` filters × `NV` vectors in registers over all of `k`,
@@ -399,18 +395,7 @@ mod avx512 {
         // SAFETY (whole body): the caller's contract; the panel holds k rows of MR values.
         unsafe {
             for (r, &off) in t.offsets.iter().enumerate() {
-                let src = t.xp.add(off);
-                let mut bv = [_mm512_setzero_ps(); NV];
-                for (v, x) in bv.iter_mut().enumerate() {
-                    *x = _mm512_loadu_ps(src.add(v * LANES));
-                }
-                let wr = t.w.add(r * MR);
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let wv = _mm512_set1_ps(*wr.add(i));
-                    for (a, &x) in row.iter_mut().zip(&bv) {
-                        *a = _mm512_fmadd_ps(wv, x, *a);
-                    }
-                }
+                panel_row(&mut acc, t.w.add(r * MR), t.xp.add(off));
             }
             let stores: [_; NV] = std::array::from_fn(|v| t.out.vector(v * LANES));
             for (i, row) in acc.iter().enumerate().take(t.rows) {
@@ -434,8 +419,9 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::conv::conv_forward;
     use crate::kernels::conv::tests::mk;
+    use crate::kernels::conv::{conv_forward, conv_forward_tiled};
+    use crate::kernels::has_avx512;
 
     fn geom(
         c: usize,
@@ -450,10 +436,10 @@ mod tests {
         mk(1, c, f, 1, input, kernel, to3(s, 1), [1; 3], to3(pad, 0))
     }
 
-    /// Both tile kernels against the im2col path: strides (even and odd widths, a window
-    /// wider than the stride), filter tails, positions ending mid-vector and mid-row, no
-    /// padding and more padding than the window needs, a batch, bias and an epilogue; what
-    /// lies outside the output is never written.
+    /// Both tile kernels (the AVX-512 one through `conv_forward_tiled`) against the im2col
+    /// path: strides (even and odd widths, a window wider than the stride), filter tails,
+    /// positions ending mid-vector and mid-row, no padding and more padding than the window
+    /// needs, a batch, bias and an epilogue; what lies outside the output is never written.
     #[test]
     fn direct_matches_the_gemm_path() {
         let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
@@ -500,10 +486,10 @@ mod tests {
                 let mut got = vec![f32::NAN; batch * f * g.out_len() + 5];
                 let out = &mut got[..batch * f * g.out_len()];
                 if wide {
-                    conv_forward_direct(&g, &x, &panels, Some(&b), out, Some(&relu)).unwrap();
+                    // Through the packed-weight entry point, which hands the geometry here.
+                    conv_forward_tiled(&g, &x, &panels, Some(&b), out, Some(&relu)).unwrap();
                 } else {
-                    plain_forward(&g, &x, &panels, &b, out);
-                    relu(out);
+                    forward(&g, &x, &panels, Some(&b), out, Some(&relu), false).unwrap();
                 }
                 for (i, (a, e)) in got.iter().zip(&want).enumerate() {
                     assert!(
@@ -516,33 +502,6 @@ mod tests {
                     "wrote past the end"
                 );
             }
-        }
-    }
-
-    /// Every sample through the plain tile kernel.
-    fn plain_forward(g: &ConvGeom, x: &[f32], w: &FilterPanels, b: &[f32], y: &mut [f32]) {
-        let (_, wp) = padded(g);
-        let offsets = row_offsets(g);
-        let (l, il) = (g.out_len(), g.in_len());
-        for (n, y_n) in y.chunks_mut(g.filters * l).enumerate() {
-            let mut xp = vec![f32::NAN; padded_len(g)];
-            pad_image(
-                g,
-                &x[n * g.channels * il..][..g.channels * il],
-                &mut xp,
-                false,
-            );
-            let pr = Direct {
-                g,
-                w,
-                xp: &xp,
-                offsets: &offsets,
-                bias: Some(b),
-                epilogue: None,
-            };
-            let tiles = (g.output[1] * wp).div_ceil(TILE);
-            // SAFETY: y_n holds the sample's output; the plain path needs no CPU feature.
-            unsafe { pr.part(0..tiles, y_n.as_mut_ptr(), false) };
         }
     }
 }

@@ -14,7 +14,8 @@
 //! (their `B` block stays in L1 across the filter panels), then panels. Every output sums
 //! over `k` in order, whatever the thread split.
 
-use super::conv::{copy_short, runs_direct, valid_range, ConvGeom};
+use super::conv::{copy_short, valid_range, ConvGeom};
+use super::conv_direct::{self, runs_direct};
 use super::conv_packed::{check_packed, packs_weight};
 use super::conv_packed::{Panels, SendPtr};
 use super::has_avx512;
@@ -25,11 +26,11 @@ use rayon::prelude::*;
 use std::ops::Range;
 
 /// Filters per panel (rows of a tile).
-const MR: usize = 8;
+pub(super) const MR: usize = 8;
 /// Vectors of positions per tile.
 const NV: usize = 3;
 /// Float32 lanes per vector.
-const LANES: usize = 16;
+pub(super) const LANES: usize = 16;
 /// Positions per full tile.
 const TILE: usize = NV * LANES;
 /// Rows of `k` per block at most: a tile's block of `B` (`KC × TILE` values, 24 KB) stays in
@@ -83,7 +84,8 @@ fn pointwise_tiles(filters: usize, channels: usize) -> bool {
 /// per sample, its columns (gathered tile by tile from the input, never written out) through
 /// [`tiled_product`], which writes the output with the bias and runs `epilogue` over it in
 /// cache. Samples run side by side when that pays, else each sample's passes split across
-/// the pool.
+/// the pool. A geometry that [`runs_direct`] reads its columns straight from a padded image
+/// instead (`kernels::conv_direct`).
 pub fn conv_forward_tiled(
     g: &ConvGeom,
     x: &[f32],
@@ -93,6 +95,9 @@ pub fn conv_forward_tiled(
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
 ) -> Result<()> {
     check_packed(g, x, w, bias, y)?;
+    if runs_direct(g) {
+        return conv_direct::forward(g, x, w, bias, y, epilogue, has_avx512());
+    }
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
     if f * l == 0 {
         return Ok(());
@@ -426,7 +431,7 @@ unsafe fn tile_plain(t: &Tile, y: *mut f32, ldy: usize) {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(super) mod avx512 {
     use super::{Tile, LANES, MR, TILE};
     use std::arch::x86_64::*;
 
@@ -451,6 +456,34 @@ mod avx512 {
                 );
                 let v = _mm512_permutex2var_ps(lo, evens, hi);
                 _mm512_mask_storeu_ps(out.as_mut_ptr(), upto(out.len()), v);
+            }
+        }
+    }
+
+    /// One row of `k` into a tile's sums: `acc[i][v] += w[i] · b[v·16..]` for the panel row's
+    /// `MR` filters `w` and `V` vectors of positions from `b` (the step both the tiled and the
+    /// direct kernels repeat over `k`).
+    ///
+    /// # Safety
+    /// The CPU supports AVX-512F; `w` holds `MR` values and `b` `V · 16`.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub(in crate::kernels) unsafe fn panel_row<const V: usize>(
+        acc: &mut [[__m512; V]; MR],
+        w: *const f32,
+        b: *const f32,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let mut bv = [_mm512_setzero_ps(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm512_loadu_ps(b.add(v * LANES));
+            }
+            for (i, row) in acc.iter_mut().enumerate() {
+                let wv = _mm512_set1_ps(*w.add(i));
+                for (a, &x) in row.iter_mut().zip(&bv) {
+                    *a = _mm512_fmadd_ps(wv, x, *a);
+                }
             }
         }
     }
@@ -498,17 +531,7 @@ mod avx512 {
                 }
             }
             for r in 0..t.kc {
-                let mut bv = [_mm512_setzero_ps(); V];
-                for (v, x) in bv.iter_mut().enumerate() {
-                    *x = _mm512_loadu_ps(t.block.add(r * TILE + v * LANES));
-                }
-                let wr = t.w.add(r * MR);
-                for (i, row) in acc.iter_mut().enumerate() {
-                    let wv = _mm512_set1_ps(*wr.add(i));
-                    for (a, &x) in row.iter_mut().zip(&bv) {
-                        *a = _mm512_fmadd_ps(wv, x, *a);
-                    }
-                }
+                panel_row(&mut acc, t.w.add(r * MR), t.block.add(r * TILE));
             }
             for (i, row) in acc.iter().enumerate().take(t.rows) {
                 let add = t

@@ -8,8 +8,8 @@ use super::{
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
     add_channel_bias, channel_sums, conv_backward_data, conv_backward_weight, conv_forward,
-    conv_forward_direct, conv_forward_packed, conv_forward_tiled, conv_out_size, live_geometry,
-    live_weight, packs_weight, runs_direct, tiles_weight, ConvGeom,
+    conv_forward_packed, conv_forward_tiled, conv_out_size, live_geometry, live_weight,
+    packs_weight, tiles_weight, ConvGeom,
 };
 use crate::kernels::conv_packed::PackedFilters;
 use crate::kernels::conv_tiled::FilterPanels;
@@ -581,13 +581,7 @@ impl Operator for Conv {
             type Packed<'a> = &'a dyn Fn(&ConvGeom, &[f32], &mut [f32]) -> Result<()>;
             let packed: Option<Packed> = match (&p.packed, &p.tiled) {
                 (Some(w), _) => Some(&|g, x, y| conv_forward_packed(g, x, w, bias, y, epilogue)),
-                (_, Some(w)) => Some(&|g, x, y| {
-                    if runs_direct(g) {
-                        conv_forward_direct(g, x, w, bias, y, epilogue)
-                    } else {
-                        conv_forward_tiled(g, x, w, bias, y, epilogue)
-                    }
-                }),
+                (_, Some(w)) => Some(&|g, x, y| conv_forward_tiled(g, x, w, bias, y, epilogue)),
                 _ => None,
             };
             if let Some(run) = packed {
