@@ -245,15 +245,15 @@ fn depthwise_phases_match_the_naive_sum() {
     }
 }
 
-/// The small-plane depthwise kernels (`depthwise_narrow`) against the stacked one, bit for
+/// The AVX-512 depthwise kernels (`depthwise_vector`) against the stacked one, bit for
 /// bit (they sum the same taps in the same order), and against the naive sum: whole planes
 /// in a vector (4×4, 2×2 with several planes per vector whose channels wrap into the next
-/// sample, 1×1, stride 2 from 4×4, uneven pads), rows in a vector (16, 12 and 7 wide, stride
-/// 2 and 3 rows, dilation, a 5×4 window), at batch 1 and in parallel, with bias and relu.
+/// sample, 1×1, stride 2 from 4×4, uneven pads), rows in vectors (7 to 56 wide, stride 2
+/// columns, stride 2 and 3 rows, dilation, a 5×4 window), at batch 1 and in parallel, with bias and relu.
 #[test]
 fn narrow_depthwise_kernels_match_the_stacked_one() {
     use crate::kernels::depthwise::stacked_forward;
-    use crate::kernels::depthwise_narrow::{narrow_kernel, Narrow};
+    use crate::kernels::depthwise_vector::{vector_kernel, VectorKernel};
     let dw = |batch, channels, input, kernel, stride, dilate, pad| {
         mk(
             batch, channels, channels, channels, input, kernel, stride, dilate, pad,
@@ -263,62 +263,87 @@ fn narrow_depthwise_kernels_match_the_stacked_one() {
     let cases = [
         (
             dw(16, 128, [1, 4, 4], [1, 3, 3], [1; 3], [1; 3], pad1),
-            Narrow::PlanesInVector,
+            VectorKernel::PlanesInVector,
         ),
         (
             dw(1, 128, [1, 4, 4], [1, 3, 3], [1; 3], [1; 3], pad1),
-            Narrow::PlanesInVector,
+            VectorKernel::PlanesInVector,
         ),
         (
             dw(3, 5, [1, 2, 2], [1, 3, 3], [1; 3], [1; 3], pad1),
-            Narrow::PlanesInVector,
+            VectorKernel::PlanesInVector,
         ),
         (
             dw(16, 256, [1, 2, 2], [1, 3, 3], [1; 3], [1; 3], pad1),
-            Narrow::PlanesInVector,
+            VectorKernel::PlanesInVector,
         ),
         (
             dw(2, 7, [1, 1, 1], [1, 3, 3], [1; 3], [1; 3], pad1),
-            Narrow::PlanesInVector,
+            VectorKernel::PlanesInVector,
         ),
         (
             dw(4, 6, [1, 4, 4], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
-            Narrow::PlanesInVector,
+            VectorKernel::PlanesInVector,
         ),
         (
             dw(2, 3, [1, 3, 5], [1, 2, 3], [1, 1, 2], [1; 3], [0, 0, 2]),
-            Narrow::PlanesInVector,
+            VectorKernel::PlanesInVector,
         ),
         (
             dw(16, 32, [1, 16, 16], [1, 3, 3], [1; 3], [1; 3], pad1),
-            Narrow::RowsInVector,
+            VectorKernel::RowsInVector,
         ),
         (
             dw(1, 16, [1, 32, 32], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
-            Narrow::RowsInVector,
+            VectorKernel::RowsInVector,
         ),
         (
             dw(3, 9, [1, 12, 12], [1, 3, 3], [1; 3], [1, 2, 2], [0, 2, 2]),
-            Narrow::RowsInVector,
+            VectorKernel::RowsInVector,
         ),
         (
             dw(2, 4, [1, 9, 13], [1, 5, 4], [1, 3, 2], [1; 3], [0, 2, 1]),
-            Narrow::RowsInVector,
+            VectorKernel::RowsInVector,
         ),
         (
             dw(8, 40, [1, 7, 7], [1, 3, 3], [1; 3], [1; 3], pad1),
-            Narrow::RowsInVector,
+            VectorKernel::RowsInVector,
         ),
         (
             dw(2, 3, [1, 6, 31], [1, 3, 3], [1, 1, 2], [1; 3], [0, 0, 0]),
-            Narrow::RowsInVector,
+            VectorKernel::RowsInVector,
+        ),
+        // rows of several vectors: a short last vector, stride 2, a wider window, dilation
+        (
+            dw(3, 5, [1, 9, 40], [1, 3, 3], [1; 3], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(2, 4, [1, 13, 70], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(
+                2,
+                3,
+                [1, 11, 50],
+                [1, 5, 4],
+                [1, 2, 1],
+                [1, 1, 2],
+                [0, 2, 3],
+            ),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(4, 16, [1, 56, 56], [1, 3, 3], [1; 3], [1; 3], pad1),
+            VectorKernel::RowsInVector,
         ),
     ];
     let has_avx512 = crate::kernels::has_avx512();
     let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
     for (g, kernel) in cases {
         assert!(g.is_depthwise_2d());
-        assert_eq!(narrow_kernel(&g), has_avx512.then_some(kernel), "{g:?}");
+        assert_eq!(vector_kernel(&g), has_avx512.then_some(kernel), "{g:?}");
         let x = vals(g.batch * g.channels * g.in_len(), 41);
         let w = vals(g.weight_len(), 42);
         let b = vals(g.filters, 43);

@@ -4,7 +4,7 @@
 //! algorithm. `kernels::conv` sends a [`ConvGeom`] here when it is a 2-D depthwise one.
 
 use super::conv::{copy_short, valid_range, ConvGeom};
-use super::depthwise_narrow::{narrow_forward, narrow_kernel};
+use super::depthwise_vector::{vector_forward, vector_kernel};
 use super::par::{Shared, SERIAL_BELOW};
 use super::scratch::Scratch;
 use rayon::prelude::*;
@@ -101,8 +101,9 @@ impl PhaseLayout {
 }
 
 /// Depthwise forward: `y[n, c] = Σ_taps w[c, tap] · shifted x[n, c]` (+ `bias[c]`), then
-/// `epilogue` over the output while it is in cache: small planes through the kernels of
-/// `depthwise_narrow`, the others stacked ([`stacked_forward`]). The taps are summed in the
+/// `epilogue` over the output while it is in cache: through the AVX-512 kernels of
+/// `depthwise_vector` where the CPU has them (column stride 1 or 2), else stacked
+/// ([`stacked_forward`]). The taps are summed in the
 /// same order as the transposes below see them; the padding contributes `w · 0` (as MXNet's
 /// unfolding does).
 pub(super) fn depthwise_forward(
@@ -116,8 +117,8 @@ pub(super) fn depthwise_forward(
     if g.out_len() == 0 || g.batch == 0 {
         return;
     }
-    match narrow_kernel(g) {
-        Some(kernel) => narrow_forward(kernel, g, x, w, bias, y, epilogue),
+    match vector_kernel(g) {
+        Some(kernel) => vector_forward(kernel, g, x, w, bias, y, epilogue),
         None => stacked_forward(g, x, w, bias, y, epilogue),
     }
 }

@@ -9,7 +9,7 @@ mod conv_trim;
 pub mod copy;
 pub mod dense;
 mod depthwise;
-mod depthwise_narrow;
+mod depthwise_vector;
 pub mod gemm;
 pub mod map;
 pub mod norm;
