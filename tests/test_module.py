@@ -9,6 +9,7 @@ import pytest
 import toolz
 
 import mxfn as mx
+import mxfn.profiler as profiler
 from mxfn import module as m
 from mxfn import sym
 
@@ -358,3 +359,38 @@ def test_repr_of_modules_shared_and_not():
                     shared_module=mod)
     assert repr(shared).startswith("Module(data_names=['data']")
     assert repr(shared._share).startswith("_ShareGroup(owner=Module(")
+
+
+def wide_convnet():
+    x = sym.variable("data")
+    c = sym.activation(sym.convolution(x, num_filter=16, kernel=(3, 3), pad=(1, 1), name="c1"), act_type="relu")
+    p = sym.pooling(c, kernel=(1, 1), global_pool=True, pool_type="avg")
+    return sym.softmax_output(sym.fully_connected(p, num_hidden=4, name="fc"), name="softmax")
+
+
+def test_wide_inference_in_sample_blocks_matches_one_sample_at_a_time():
+    # 16 channels at 320² are 6.5 MB per sample: an inference bind of 6 runs blocks of
+    # samples (see kernels/tuning.rs INFERENCE_BLOCK_BYTES); forward, predict and a reshape
+    # give what each sample gives alone.
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (12, 3, 320, 320)).astype(np.float32)
+    one = m.bind(m.module(wide_convnet()), data_shapes=[("data", (1, 3, 320, 320))], for_training=False)
+    m.init_params(one, initializer=mx.init.xavier())
+    params = m.arg_params(one)
+    want = np.concatenate([m.outputs_merged(m.forward(one, {"data": [x[i:i + 1]]}))[0].asnumpy()
+                           for i in range(12)])
+    mod = m.bind(m.module(wide_convnet()), data_shapes=[("data", (6, 3, 320, 320))], for_training=False)
+    m.init_params(mod, arg_params=params)
+    profiler.reset()
+    profiler.set_state("run")
+    got = m.outputs_merged(m.forward(mod, {"data": [x[:6]]}))[0].asnumpy()
+    profiler.set_state("stop")
+    calls = {layer: n for layer, op, _, n, _ in profiler.rows()["layers"]}
+    profiler.reset()
+    assert calls["c1"] == 6, "one block per sample"
+    np.testing.assert_allclose(got, want[:6], rtol=1e-4, atol=1e-6)
+    it = mx.io.ndarray_iter(x, batch_size=6)
+    np.testing.assert_allclose(m.predict(mod, eval_data=it)[0].asnumpy(), want, rtol=1e-4, atol=1e-6)
+    m.reshape(mod, [("data", (4, 3, 320, 320))])
+    got = m.outputs_merged(m.forward(mod, {"data": [x[4:8]]}))[0].asnumpy()
+    np.testing.assert_allclose(got, want[4:8], rtol=1e-4, atol=1e-6)

@@ -289,6 +289,13 @@ def bind(mod, opts=None, /, **kw) -> Module:
     """Binds one executor per context on its slice of the batch (SPEC §2). A bound module is
     left as it is unless ``force_rebind=True``.
 
+    An inference bind (``for_training=False``, one context) of a graph whose ops all treat
+    samples independently, and whose widest activation over the batch is larger than 12 MB,
+    runs each forward pass in blocks of samples (MXNet runs the whole batch at once): the
+    outputs are the same up to rounding, the pass is faster because each block's layers stay
+    in the cache, and ``mx.profiler`` counts one call per block. A monitor sees whole-batch
+    passes.
+
     %OPTIONS%
 
     Returns:

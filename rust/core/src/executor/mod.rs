@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::ops::{self, InPlace, OpCtx};
 use crate::symbol::{Node, Symbol};
 use crate::tensor::{DType, NDArray};
+use blocks::SampleBlocks;
 use fusion::{folds, fusions};
 use prepared::PreparedCache;
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 mod backward;
+mod blocks;
 mod fusion;
 mod prepared;
 pub mod profile;
@@ -129,6 +131,8 @@ pub struct Executor {
     /// where that op declines to fold (an activation, an add, a Concat), the decline must
     /// not stand for the convolution's own prepared state.
     folded: PreparedCache,
+    /// Inference in blocks of samples, when set (see [`Executor::set_sample_blocks`]).
+    blocks: Option<SampleBlocks>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -255,6 +259,7 @@ impl Executor {
             head_ones: Vec::new(),
             prepared: PreparedCache::new(steps_len),
             folded: PreparedCache::new(steps_len),
+            blocks: None,
         })
     }
 
@@ -403,16 +408,18 @@ impl Executor {
 
     /// An inference-only executor of the same graph and shapes sharing this one's arguments
     /// and auxiliary states (no gradients, no monitor): a second pass can run beside this
-    /// one's.
+    /// one's. It runs in the same sample blocks as this one.
     pub(crate) fn inference_twin(&self) -> Result<Executor> {
-        Self::bind(
+        let mut twin = Self::bind(
             &self.symbol,
             self.ctx,
             self.arg_arrays.clone(),
             vec![None; self.arg_arrays.len()],
             vec![GradReq::Null; self.arg_arrays.len()],
             self.aux_arrays.clone(),
-        )
+        )?;
+        twin.blocks = self.blocks.as_ref().map(SampleBlocks::unbound);
+        Ok(twin)
     }
 
     /// Drops what the last forward pass kept for backward and the outputs, so their buffers
@@ -422,6 +429,9 @@ impl Executor {
     pub fn release_pass(&mut self) {
         self.prepared.clear();
         self.folded.clear();
+        if let Some(b) = &mut self.blocks {
+            b.release();
+        }
         self.values = Vec::new();
         self.outputs = Vec::new();
         self.last_train = None;
@@ -557,6 +567,9 @@ impl Executor {
     /// Runs the graph forward.
     pub fn forward(&mut self, is_train: bool) -> Result<()> {
         self.grads_fresh = false;
+        if self.runs_in_blocks(is_train) {
+            return self.forward_in_blocks();
+        }
         // Drop the previous pass's values first so their buffers can be reused.
         self.values = Vec::new();
         // (Ops with auxiliary states run in backward even without gradients, so they keep

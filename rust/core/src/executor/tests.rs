@@ -585,3 +585,64 @@ fn concat_appends_to_its_first_input_at_inference() {
         assert_eq!(inf.outputs()[0].to_f64_vec(), b);
     }
 }
+
+/// An inference pass in blocks of samples matches the whole-batch pass (within rounding:
+/// kernels may differ with the batch size) and follows parameter changes; training passes,
+/// gradients and a monitor run whole; a size that does not divide the batch is refused.
+#[test]
+fn sample_blocks_match_the_whole_batch() {
+    let c1 = conv3x3(Symbol::variable("data"), "c1", 12);
+    let bn = layer("BatchNorm", &[("fix_gamma", "False")], c1);
+    let act = layer("Activation", &[("act_type", "relu")], bn);
+    let pool = layer(
+        "Pooling",
+        &[("kernel", "(2, 2)"), ("stride", "(2, 2)")],
+        act,
+    );
+    let net = layer("FullyConnected", &[("num_hidden", "5")], pool);
+    let shape = [6, 3, 10, 10];
+    let mut whole = filled_executor(&net, &shape, GradReq::Null, false);
+    let mut blocked = filled_executor(&net, &shape, GradReq::Null, false);
+    let data = vec!["data".to_string()];
+    assert!(
+        blocked.set_sample_blocks(&data, 4).is_err(),
+        "4 does not divide 6"
+    );
+    assert!(
+        blocked.set_sample_blocks(&["nope".into()], 2).is_err(),
+        "no such argument"
+    );
+    blocked.set_sample_blocks(&data, 2).unwrap();
+    assert!(blocked.runs_in_blocks(false) && !blocked.runs_in_blocks(true));
+    let close = |a: &Executor, b: &Executor| {
+        let (a, b) = (a.outputs()[0].to_f64_vec(), b.outputs()[0].to_f64_vec());
+        assert_eq!(a.len(), 30);
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "{x} vs {y}");
+        }
+    };
+    for step in 0..3 {
+        if step == 2 {
+            // New parameters reach the blocks' executor.
+            let w = NDArray::from_vec(&[5, 12 * 25], vec![0.02f32; 5 * 12 * 25]).unwrap();
+            whole.set_arg("fullyconnected0_weight", w.clone()).unwrap();
+            blocked.set_arg("fullyconnected0_weight", w).unwrap();
+        }
+        whole.forward(false).unwrap();
+        blocked.forward(false).unwrap();
+        assert_eq!(blocked.outputs()[0].shape(), &[6, 5]);
+        close(&blocked, &whole);
+    }
+    // A twin runs in the same blocks.
+    let mut twin = blocked.inference_twin().unwrap();
+    assert!(twin.runs_in_blocks(false));
+    twin.forward(false).unwrap();
+    close(&twin, &whole);
+    // A monitor sees every op's whole-batch output: no blocks.
+    blocked.set_monitor(Some(Box::new(|_: &str, _: &NDArray| {})));
+    assert!(!blocked.runs_in_blocks(false));
+    let training = filled_executor(&net, &shape, GradReq::Write, false);
+    let mut training = training;
+    training.set_sample_blocks(&data, 3).unwrap();
+    assert!(!training.runs_in_blocks(false), "gradients requested");
+}

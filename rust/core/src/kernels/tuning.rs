@@ -68,6 +68,15 @@ pub const POINTWISE_TILED_NARROW_FILTERS: usize = 32;
 /// Inception's 80 → 192 3×3 138 K (4.6 ms here against 5.4 tiled at 71²); 384 → 384 3×3
 /// (1.3 M) ran no faster than the GEMM.
 pub const DIRECT_MAX_WEIGHT: usize = 1 << 18;
+/// Bytes of the widest activation (the largest output of any op) of one block of samples
+/// when an inference pass over a batch runs in blocks (`executor::blocks`): each block's
+/// layers then hand their outputs to the next through the cache instead of memory. At batch
+/// 16, blocks of 2 samples ran MobileNet v2 1.0 at 224² (4.8 MB per sample) in 50 ms against
+/// 71 whole, DenseNet-121 (3.2 MB) in 354–364 against 386, Inception v3 (5.5 MB) in 576
+/// against 601; blocks of 4 were no better, and ResNet-50 at 64² (0.25 MB per sample) ran
+/// slower in any blocks (40 ms whole, 43 in blocks of 4), which this size leaves whole.
+pub const INFERENCE_BLOCK_BYTES: usize = 12 << 20;
+
 /// Rows (or columns) of a GEMM output below which a band is not worth its own thread.
 pub const GEMM_MIN_BAND: usize = 32;
 

@@ -34,6 +34,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod blocks;
 pub mod bucketing;
 mod checkpoint;
 mod collective;
@@ -456,6 +457,8 @@ impl Module {
         self.label_shapes = label;
         self.for_training = opts.for_training;
         self.inputs_need_grad = opts.inputs_need_grad;
+        let (data, label) = (self.data_shapes.clone(), self.label_shapes.clone());
+        self.set_inference_blocks(&data, &label);
         self.binded = true;
         self.forwarded = false;
         if self.params_initialized {
@@ -839,6 +842,8 @@ impl Module {
         self.data_shapes = data_shapes;
         self.label_shapes = label;
         self.forwarded = false;
+        let (data, label) = (self.data_shapes.clone(), self.label_shapes.clone());
+        self.set_inference_blocks(&data, &label);
         Ok(())
     }
 }
