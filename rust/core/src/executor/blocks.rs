@@ -61,7 +61,7 @@ impl Executor {
                 ));
             }
         }
-        if idx.is_empty() || size == 0 || !batch.is_multiple_of(size) {
+        if idx.is_empty() || batch == 0 || size == 0 || !batch.is_multiple_of(size) {
             return Err(Error::invalid(
                 "executor sample blocks: size",
                 format!("a divisor of the batch ({batch}) with batch arguments named"),

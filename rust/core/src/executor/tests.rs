@@ -612,6 +612,26 @@ fn sample_blocks_match_the_whole_batch() {
         blocked.set_sample_blocks(&["nope".into()], 2).is_err(),
         "no such argument"
     );
+    // A scalar argument carries no batch.
+    let scalar = Symbol::create(
+        "elemwise_add",
+        None,
+        &[],
+        vec![(None, Symbol::variable("s")), (None, Symbol::variable("t"))],
+    )
+    .unwrap();
+    let scalars = HashMap::from([("s".to_string(), vec![]), ("t".to_string(), vec![])]);
+    let none = HashMap::new();
+    let mut e = Executor::simple_bind(
+        &scalar,
+        Context::cpu(0),
+        &scalars,
+        &none,
+        &HashMap::new(),
+        GradReq::Null,
+    )
+    .unwrap();
+    assert!(e.set_sample_blocks(&["s".into()], 1).is_err(), "scalar");
     blocked.set_sample_blocks(&data, 2).unwrap();
     assert!(blocked.runs_in_blocks(false) && !blocked.runs_in_blocks(true));
     let close = |a: &Executor, b: &Executor| {
