@@ -64,12 +64,11 @@ pub(super) fn vector_forward(
         VectorKernel::RowsInVector => 1,
     };
     let per_task = depthwise_planes_per_task(g).next_multiple_of(per_vector);
+    // What the kernel's vectors share, made once per call.
     #[cfg(target_arch = "x86_64")]
-    let weights = (kernel == VectorKernel::PlanesInVector).then(|| TapTable::new(g, w, bias));
-    #[cfg(target_arch = "x86_64")]
-    let columns = match kernel {
-        VectorKernel::PlanesInVector => Vec::new(),
-        VectorKernel::RowsInVector => avx512::row_columns(g),
+    let tables = match kernel {
+        VectorKernel::PlanesInVector => Tables::Planes(TapTable::new(g, w, bias)),
+        VectorKernel::RowsInVector => Tables::Rows(avx512::row_columns(g)),
     };
     // Parallel when the multiply-adds are (as `depthwise::depthwise_parallel` counts them).
     let work = g.batch * g.channels * l * g.kernel_len();
@@ -78,15 +77,22 @@ pub(super) fn vector_forward(
         // SAFETY: `vector_kernel` checked the CPU for AVX-512F; the caller checked the
         // lengths, `out` holds whole planes from plane i · per_task.
         unsafe {
-            match &weights {
-                Some(t) => avx512::planes_in_vector(g, x, t, i * per_task, out),
-                None => avx512::rows_in_vector(g, x, w, bias, &columns, i * per_task, out),
+            match &tables {
+                Tables::Planes(t) => avx512::planes_in_vector(g, x, t, i * per_task, out),
+                Tables::Rows(c) => avx512::rows_in_vector(g, x, w, bias, c, i * per_task, out),
             }
         };
         if let Some(e) = epilogue {
             e(out);
         }
     });
+}
+
+/// The tables of one [`vector_forward`], by kernel.
+#[cfg(target_arch = "x86_64")]
+enum Tables {
+    Planes(TapTable),
+    Rows(Vec<avx512::Column>),
 }
 
 /// What every vector of planes of one [`vector_forward`] shares, made once per call.
