@@ -16,6 +16,8 @@ pub mod norm;
 pub mod par;
 pub mod pool;
 mod pool2d;
+#[cfg(target_arch = "x86_64")]
+mod pool2d_vector;
 pub mod reduce;
 pub mod rnn;
 pub mod scratch;

@@ -39,7 +39,7 @@ fn step<const MAX: bool>(acc: f32, v: f32) -> f32 {
 
 /// The start of a maximum (the lowest float, which an empty window returns, as in MXNet) or
 /// of a sum.
-fn start<const MAX: bool>() -> f32 {
+pub(super) fn start<const MAX: bool>() -> f32 {
     if MAX {
         f32::MIN
     } else {
@@ -61,22 +61,7 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
     let [_, ih, iw] = g.input;
     let (il, ol) = (ih * iw, sy.len() * sx.len());
     let work = g.planes * (il + ol);
-    let kw = g.kernel[2];
-    // The horizontal windows inside the row, a contiguous run a..b (the same for every row).
-    let a = sx
-        .iter()
-        .position(|w| w.hi - w.lo == kw)
-        .unwrap_or(sx.len());
-    let b = a + sx[a..].iter().take_while(|w| w.hi - w.lo == kw).count();
-    let rows = Rows {
-        sy: &sy,
-        sx: &sx,
-        inner: (a, b),
-        kw,
-        stride: g.stride[2],
-        iw,
-        kind,
-    };
+    let rows = Rows::new(g, kind, &sy, &sx);
     let whole = |s: &[Span], n: usize| s.len() == 1 && s[0].lo == 0 && s[0].hi == n;
     if whole(&sy, ih) && whole(&sx, iw) {
         // Global pooling (one window over the whole plane): a reduction per plane.
@@ -87,42 +72,101 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
         });
         return;
     }
-    par::for_each_row_mut_by_work(y, ol, work, |p, y_p| {
-        plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p)
+    #[cfg(target_arch = "x86_64")]
+    let vector = matches!(g.stride[2], 1 | 2) && std::arch::is_x86_feature_detected!("avx512f");
+    #[cfg(not(target_arch = "x86_64"))]
+    let vector = false;
+    // Planes in groups, so each task makes its row buffer once (a plane of 8×8 outputs
+    // takes about as long as an allocation).
+    let group = (4096 / (il + ol)).clamp(1, 64);
+    par::for_each_row_mut_by_work(y, ol * group, work, |i, y_g| {
+        let planes = y_g.chunks_exact_mut(ol).enumerate();
+        #[cfg(target_arch = "x86_64")]
+        if vector {
+            use super::pool2d_vector::{plane_rows, PaddedRows};
+            let mut bufs = PaddedRows::new::<MAX>(&rows);
+            for (j, y_p) in planes {
+                let p = i * group + j;
+                // SAFETY: the CPU has AVX-512F (checked above), the stride is 1 or 2, x's
+                // part is one plane's input and y_p its output, `bufs` was made for `rows`.
+                unsafe { plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut bufs) };
+            }
+            return;
+        }
+        let mut buf = vec![0.0f32; iw];
+        let mut phases = vec![0.0f32; if rows.stride == 2 { iw + 1 } else { 0 }];
+        for (j, y_p) in planes {
+            let p = i * group + j;
+            plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut buf, &mut phases);
+        }
     });
 }
 
 /// The windows of one plane, row by row.
-struct Rows<'a> {
-    sy: &'a [Span],
-    sx: &'a [Span],
+pub(super) struct Rows<'a> {
+    pub(super) sy: &'a [Span],
+    pub(super) sx: &'a [Span],
     /// The horizontal windows inside the row (see [`windows`]).
-    inner: (usize, usize),
-    kw: usize,
-    stride: usize,
-    iw: usize,
+    pub(super) inner: (usize, usize),
+    pub(super) kw: usize,
+    pub(super) stride: usize,
+    pub(super) iw: usize,
+    /// The padding before each input row.
+    pub(super) pad: usize,
     kind: PoolKind,
 }
 
-impl Rows<'_> {
+impl<'a> Rows<'a> {
+    /// The rows of `g`'s windows `sy` × `sx`.
+    pub(super) fn new(g: &PoolGeom, kind: PoolKind, sy: &'a [Span], sx: &'a [Span]) -> Self {
+        let kw = g.kernel[2];
+        // The horizontal windows inside the row, a contiguous run a..b (the same for every
+        // row).
+        let a = sx
+            .iter()
+            .position(|w| w.hi - w.lo == kw)
+            .unwrap_or(sx.len());
+        let b = a + sx[a..].iter().take_while(|w| w.hi - w.lo == kw).count();
+        Rows {
+            sy,
+            sx,
+            inner: (a, b),
+            kw,
+            stride: g.stride[2],
+            iw: g.input[2],
+            pad: g.pad[2],
+            kind,
+        }
+    }
+
     /// What an average divides a window's sum by (`None`: not an average).
-    fn divisor(&self, yy: &Span, xx: &Span) -> Option<usize> {
+    pub(super) fn divisor(&self, yy: &Span, xx: &Span) -> Option<usize> {
+        Some(self.count(yy)? * self.count(xx)?)
+    }
+
+    /// An average's count along one axis of a window (`None`: not an average).
+    pub(super) fn count(&self, w: &Span) -> Option<usize> {
         match self.kind {
             PoolKind::Avg {
                 count_include_pad: true,
-            } => Some(yy.padded * xx.padded),
-            PoolKind::Avg { .. } => Some((yy.hi - yy.lo) * (xx.hi - xx.lo)),
+            } => Some(w.padded),
+            PoolKind::Avg { .. } => Some(w.hi - w.lo),
             _ => None,
         }
     }
 }
 
-/// Every output row of one plane: its input rows reduced vertically into a row buffer, then
-/// the horizontal windows of the buffer, then an average's division.
-fn plane_rows<const MAX: bool>(rows: &Rows, x_p: &[f32], y_p: &mut [f32]) {
+/// Every output row of one plane: its input rows reduced vertically into a row buffer `buf`
+/// (`iw` values), then the horizontal windows of the buffer, then an average's division.
+/// `phases` is room for the buffer's even and odd elements when the stride is 2.
+pub(super) fn plane_rows<const MAX: bool>(
+    rows: &Rows,
+    x_p: &[f32],
+    y_p: &mut [f32],
+    buf: &mut [f32],
+    phases: &mut [f32],
+) {
     let (iw, (a, b)) = (rows.iw, rows.inner);
-    let mut buf = vec![0.0f32; iw];
-    let mut phases = vec![0.0f32; if rows.stride == 2 { iw + 1 } else { 0 }];
     for (yy, y_row) in rows.sy.iter().zip(y_p.chunks_exact_mut(rows.sx.len())) {
         buf.fill(start::<MAX>());
         for row in x_p[yy.lo * iw..yy.hi * iw].chunks_exact(iw) {
@@ -130,21 +174,48 @@ fn plane_rows<const MAX: bool>(rows: &Rows, x_p: &[f32], y_p: &mut [f32]) {
                 .zip(row)
                 .for_each(|(b, &v)| *b = step::<MAX>(*b, v));
         }
-        windows::<MAX>(&buf, &mut phases, rows, y_row);
+        border_windows::<MAX>(buf, rows, y_row);
+        windows::<MAX>(buf, phases, rows, y_row);
+        divide_border_windows(rows, yy, y_row);
         // An average divides each sum by its window's count: one count for the windows
         // inside the row (whole, padded or not), so that run is one vector pass.
-        let (left, rest) = y_row.split_at_mut(a);
-        let (inner, right) = rest.split_at_mut(b - a);
-        let outer = left.iter_mut().zip(&rows.sx[..a]);
-        for (o, xx) in outer.chain(right.iter_mut().zip(&rows.sx[b..])) {
-            if let Some(n) = rows.divisor(yy, xx) {
-                *o /= n as f32;
-            }
-        }
         let inner_count = rows.sx.get(a).filter(|_| a < b);
         if let Some(n) = inner_count.and_then(|xx| rows.divisor(yy, xx)) {
             let n = n as f32;
-            inner.iter_mut().for_each(|o| *o /= n);
+            y_row[a..b].iter_mut().for_each(|o| *o /= n);
+        }
+    }
+}
+
+/// The horizontal windows of the vertically reduced row `buf` clipped at its borders (outside
+/// the run `rows.inner`), reduced one by one.
+fn border_windows<const MAX: bool>(buf: &[f32], rows: &Rows, out: &mut [f32]) {
+    let (sx, (a, b)) = (rows.sx, rows.inner);
+    let border = |o: &mut f32, w: &Span| {
+        *o = buf[w.lo..w.hi]
+            .iter()
+            .fold(start::<MAX>(), |m, &v| step::<MAX>(m, v));
+    };
+    out[..a]
+        .iter_mut()
+        .zip(&sx[..a])
+        .for_each(|(o, w)| border(o, w));
+    out[b..]
+        .iter_mut()
+        .zip(&sx[b..])
+        .for_each(|(o, w)| border(o, w));
+}
+
+/// An average's division of the border windows of output row `yy` (see [`border_windows`]),
+/// each by its own count.
+fn divide_border_windows(rows: &Rows, yy: &Span, y_row: &mut [f32]) {
+    let (sx, (a, b)) = (rows.sx, rows.inner);
+    let (left, rest) = y_row.split_at_mut(a);
+    let right = &mut rest[b - a..];
+    let outer = left.iter_mut().zip(&sx[..a]);
+    for (o, xx) in outer.chain(right.iter_mut().zip(&sx[b..])) {
+        if let Some(n) = rows.divisor(yy, xx) {
+            *o /= n as f32;
         }
     }
 }
@@ -165,25 +236,11 @@ fn plane<const MAX: bool>(x: &[f32]) -> f32 {
     acc.iter().fold(tail, |a, &v| step::<MAX>(a, v))
 }
 
-/// The horizontal windows of the vertically reduced row `buf` (`rows.sx`, width `kw`, stride
-/// `s`): the maximum or the sum of each. The windows inside the row (`a..b`, a contiguous run)
-/// take `kw` passes over their outputs; the clipped ones at the borders are reduced one by
-/// one. `phases` is room for `buf`'s even and odd elements when `s` is 2.
+/// The horizontal windows inside the vertically reduced row `buf` (the run `rows.inner` of
+/// `rows.sx`, width `kw`, stride `s`): the maximum or the sum of each, in `kw` passes over
+/// their outputs. `phases` is room for `buf`'s even and odd elements when `s` is 2.
 fn windows<const MAX: bool>(buf: &[f32], phases: &mut [f32], rows: &Rows, out: &mut [f32]) {
     let (sx, (a, b), kw, s) = (rows.sx, rows.inner, rows.kw, rows.stride);
-    let border = |o: &mut f32, w: &Span| {
-        *o = buf[w.lo..w.hi]
-            .iter()
-            .fold(start::<MAX>(), |m, &v| step::<MAX>(m, v));
-    };
-    out[..a]
-        .iter_mut()
-        .zip(&sx[..a])
-        .for_each(|(o, w)| border(o, w));
-    out[b..]
-        .iter_mut()
-        .zip(&sx[b..])
-        .for_each(|(o, w)| border(o, w));
     if a == b {
         return;
     }
