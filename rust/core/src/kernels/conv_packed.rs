@@ -16,6 +16,9 @@ use rayon::prelude::*;
 /// Filters per panel: one AVX-512 vector of float32.
 const LANES: usize = 16;
 
+/// Sums per position of one tile: at most 3 panels.
+const ACC: usize = 3 * LANES;
+
 /// A convolution weight `(filters, k)` (row-major, `k` = channels × kernel window) packed into
 /// panels of `W` filters: element `(f, r)` at `(f / W) · k · W + r · W + f % W`, the last
 /// panel zero-padded. Each product kernel reads a panel's row of `W` filters at a time.
@@ -177,18 +180,18 @@ pub fn packed_product(
     }
     let out = OutLayout { filters: f, l };
     let panels = w.panels();
-    // Parts of whole panel groups (NV = 3 panels per tile), so a split never changes tiles.
-    let groups = panels.div_ceil(3);
+    // Parts of equal numbers of panels (a part's last tiles may then take fewer panels at
+    // once; the sums are the same). Parts of whole groups of 3 left one thread up to 3 panels
+    // more: ResNet's 512 filters (32 panels) split 17 / 15, 128 filters 5 / 3.
     let threads = rayon::current_num_threads();
     let parts = if split && positions * f * k >= SERIAL_BELOW * 4 {
-        threads.min(groups)
+        threads.min(panels)
     } else {
         1
     };
     let yp = SendPtr(y.as_mut_ptr());
     let run = |part: usize| {
-        let (g0, g1) = (part * groups / parts, (part + 1) * groups / parts);
-        let (p0, p1) = (g0 * 3, (g1 * 3).min(panels));
+        let (p0, p1) = (part * panels / parts, (part + 1) * panels / parts);
         // SAFETY: part `part` writes the outputs of filters p0·16.. only (disjoint parts), all
         // inside `y` (checked above); `b` and the panels were checked or built to size.
         unsafe { product_panels(w, p0..p1, b, ldb, positions, out, bias, yp.get()) };
@@ -245,7 +248,7 @@ unsafe fn product_panels(
 /// # Safety
 /// The positions and filters lie inside the output `y` describes (filters < out.filters).
 unsafe fn store(
-    acc: &[[f32; 3 * LANES]],
+    acc: &[[f32; ACC]],
     q: usize,
     f0: usize,
     width: usize,
@@ -284,7 +287,7 @@ unsafe fn product_plain(
     for p in panels {
         let panel = &w.data[p * k * LANES..(p + 1) * k * LANES];
         for q in 0..positions {
-            let mut acc = [[0.0f32; 3 * LANES]; 1];
+            let mut acc = [[0.0f32; ACC]; 1];
             for (r, wrow) in panel.chunks_exact(LANES).enumerate() {
                 let x = b[r * ldb + q];
                 acc[0][..LANES]
@@ -300,31 +303,58 @@ unsafe fn product_plain(
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{store, OutLayout, PackedFilters, LANES};
+    use super::{store, OutLayout, PackedFilters, ACC, LANES};
     use std::arch::x86_64::*;
 
+    /// Rows of `k` per block: a block of 3 panels (12 KB) stays in the core's L1 cache while
+    /// every tile of positions runs over it, so the weight streams in from memory or L3 once
+    /// however many positions there are.
+    const KC: usize = 64;
+
+    /// Rows of a panel ahead of the current one that the first tile of a block asks the
+    /// cache for: each block starts a new 4 KB page of every panel, where the hardware's
+    /// stream prefetcher stops and must find the stream again.
+    const FETCH_ROWS: usize = 32;
+
     /// One tile: `MR` consecutive positions (column values `b[r · ldb + i]`, i < MR) against
-    /// `NV` consecutive panels (`w`, `ps` apart), summed over all `k` rows; the `MR · NV`
-    /// accumulators stay in registers, and per row NV panel loads and MR broadcasts feed
-    /// MR · NV FMAs. The sums go to `acc`.
+    /// `NV` consecutive panels (`w`, `ps` apart) over `kc` rows, the `MR · NV` accumulators in
+    /// registers: per row NV panel loads and MR broadcasts feed MR · NV FMAs. The sums start
+    /// from `acc` (or 0 when `fresh`) and go back to it, so a product over several blocks of
+    /// rows adds them in order, as one pass over all rows would.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn tile<const MR: usize, const NV: usize>(
+    unsafe fn tile<const MR: usize, const NV: usize, const FETCH: bool>(
         b: *const f32,
         ldb: usize,
-        k: usize,
+        kc: usize,
         w: *const f32,
         ps: usize,
-        acc_out: &mut [[f32; 3 * LANES]; 8],
+        acc: &mut [[f32; ACC]],
+        fresh: bool,
     ) {
-        let mut acc = [[_mm512_setzero_ps(); NV]; MR];
-        for r in 0..k {
+        let mut sums = [[_mm512_setzero_ps(); NV]; MR];
+        if !fresh {
+            for (row, sum) in acc.iter().zip(sums.iter_mut()) {
+                for (v, s) in sum.iter_mut().enumerate() {
+                    // SAFETY: acc rows hold 3 · LANES ≥ NV · LANES values.
+                    *s = unsafe { _mm512_loadu_ps(row.as_ptr().add(v * LANES)) };
+                }
+            }
+        }
+        for r in 0..kc {
+            if FETCH {
+                for v in 0..NV {
+                    // A hint only: the address may lie past the weight, which is never read.
+                    let ahead = w.wrapping_add(v * ps + (r + FETCH_ROWS) * LANES);
+                    _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+                }
+            }
             let mut wv = [_mm512_setzero_ps(); NV];
             for (v, x) in wv.iter_mut().enumerate() {
-                // SAFETY: panel v holds k rows of LANES values.
+                // SAFETY: panel v holds kc rows of LANES values from w.
                 *x = unsafe { _mm512_loadu_ps(w.add(v * ps + r * LANES)) };
             }
-            for (i, row) in acc.iter_mut().enumerate() {
+            for (i, row) in sums.iter_mut().enumerate() {
                 // SAFETY: row r of the column matrix holds the tile's MR positions.
                 let x = _mm512_set1_ps(unsafe { *b.add(r * ldb + i) });
                 for (s, &y) in row.iter_mut().zip(&wv) {
@@ -332,51 +362,66 @@ mod avx512 {
                 }
             }
         }
-        for (i, row) in acc.iter().enumerate() {
-            for (v, &s) in row.iter().enumerate() {
-                // SAFETY: acc_out rows hold 3 · LANES ≥ NV · LANES values.
-                unsafe { _mm512_storeu_ps(acc_out[i].as_mut_ptr().add(v * LANES), s) };
+        for (row, sum) in acc.iter_mut().zip(&sums) {
+            for (v, &s) in sum.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe { _mm512_storeu_ps(row.as_mut_ptr().add(v * LANES), s) };
             }
         }
     }
 
-    /// Every tile of `MR` positions from `q` over panels `p0..p1`: NV = 3 panels at a time,
-    /// then the rest one by one.
+    /// Every tile of positions (`MR` at a time, then the rest) against the `NV` panels from `p`,
+    /// block of rows by block of rows; `acc` holds a row of sums per position.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn rows<const MR: usize, const NV: usize>(
+    unsafe fn panels<const NV: usize, const MR: usize>(
         w: &PackedFilters,
-        (p0, p1): (usize, usize),
+        p: usize,
         b: *const f32,
         ldb: usize,
-        q: usize,
-        out: OutLayout,
-        bias: Option<&[f32]>,
-        y: *mut f32,
+        positions: usize,
+        acc: &mut [[f32; ACC]],
     ) {
         let (k, ps) = (w.k, w.k * LANES);
-        let wp = w.data.as_ptr();
-        let mut acc = [[0.0f32; 3 * LANES]; 8];
-        let mut p = p0;
-        // SAFETY (all tiles): panels p.. exist, the positions q..q + MR are columns of b, and
-        // the stores stay inside the output (the caller's contract).
-        unsafe {
-            while p + NV <= p1 {
-                tile::<MR, NV>(b.add(q), ldb, k, wp.add(p * ps), ps, &mut acc);
-                store(&acc[..MR], q, p * LANES, NV * LANES, out, bias, y);
-                p += NV;
-            }
-            while p < p1 {
-                tile::<MR, 1>(b.add(q), ldb, k, wp.add(p * ps), ps, &mut acc);
-                store(&acc[..MR], q, p * LANES, LANES, out, bias, y);
-                p += 1;
+        // SAFETY: panel p + NV - 1 exists (the caller's contract).
+        let wp = unsafe { w.data.as_ptr().add(p * ps) };
+        for k0 in (0..k).step_by(KC) {
+            let kc = KC.min(k - k0);
+            let fresh = k0 == 0;
+            // SAFETY (all tiles): rows k0..k0 + kc of the panels and of b exist, positions
+            // q..q + MR are columns of b, and acc holds a row per position.
+            unsafe {
+                let (bk, wk) = (b.add(k0 * ldb), wp.add(k0 * LANES));
+                let mut q = 0;
+                // The first tile of a block brings its weight in (and fetches ahead of it);
+                // the others find it in L1.
+                if positions >= MR {
+                    tile::<MR, NV, true>(bk, ldb, kc, wk, ps, &mut acc[..MR], fresh);
+                    q = MR;
+                }
+                while q + MR <= positions {
+                    tile::<MR, NV, false>(bk.add(q), ldb, kc, wk, ps, &mut acc[q..q + MR], fresh);
+                    q += MR;
+                }
+                let rest = &mut acc[q..positions];
+                let bq = bk.add(q);
+                match positions - q {
+                    0 => {}
+                    1 => tile::<1, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
+                    2 => tile::<2, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
+                    3 => tile::<3, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
+                    4 => tile::<4, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
+                    5 => tile::<5, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
+                    6 => tile::<6, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
+                    _ => tile::<7, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
+                }
             }
         }
     }
 
     /// See `product_panels`. Tiles of 8 positions × 3 panels keep 24 of the 32 vector
-    /// registers as accumulators; fewer positions take more panels at once where that fits.
+    /// registers as accumulators (6 × 4 ran no faster). Panels go 3 at a time, the rest 2 or 1
+    /// at once, each group's weight a block of rows at a time through every tile of positions.
     ///
     /// # Safety
     /// The CPU supports AVX-512F, and `product_panels`' contract.
@@ -384,7 +429,7 @@ mod avx512 {
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn product(
         w: &PackedFilters,
-        panels: std::ops::Range<usize>,
+        panels_range: std::ops::Range<usize>,
         b: &[f32],
         ldb: usize,
         positions: usize,
@@ -393,24 +438,25 @@ mod avx512 {
         y: *mut f32,
     ) {
         let bp = b.as_ptr();
-        let pr = (panels.start, panels.end);
-        let mut q = 0;
-        // SAFETY: each call covers positions q.. that exist (the caller's contract).
-        unsafe {
-            while q + 8 <= positions {
-                rows::<8, 3>(w, pr, bp, ldb, q, out, bias, y);
-                q += 8;
+        let mut acc = vec![[0.0f32; ACC]; positions];
+        let mut p = panels_range.start;
+        while p < panels_range.end {
+            // Four panels left go as two pairs, not three and a single.
+            let nv = match panels_range.end - p {
+                4 => 2,
+                left => left.min(3),
+            };
+            // SAFETY: panels p..p + nv exist, the positions are columns of b (the caller's
+            // contract), acc holds a row per position, and the stores stay in the output.
+            unsafe {
+                match nv {
+                    3 => panels::<3, 8>(w, p, bp, ldb, positions, &mut acc),
+                    2 => panels::<2, 8>(w, p, bp, ldb, positions, &mut acc),
+                    _ => panels::<1, 8>(w, p, bp, ldb, positions, &mut acc),
+                }
+                store(&acc, 0, p * LANES, nv * LANES, out, bias, y);
             }
-            match positions - q {
-                0 => {}
-                1 => rows::<1, 3>(w, pr, bp, ldb, q, out, bias, y),
-                2 => rows::<2, 3>(w, pr, bp, ldb, q, out, bias, y),
-                3 => rows::<3, 3>(w, pr, bp, ldb, q, out, bias, y),
-                4 => rows::<4, 3>(w, pr, bp, ldb, q, out, bias, y),
-                5 => rows::<5, 3>(w, pr, bp, ldb, q, out, bias, y),
-                6 => rows::<6, 3>(w, pr, bp, ldb, q, out, bias, y),
-                _ => rows::<7, 3>(w, pr, bp, ldb, q, out, bias, y),
-            }
+            p += nv;
         }
     }
 }
