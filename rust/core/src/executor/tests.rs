@@ -57,8 +57,9 @@ fn inference_releases_intermediates_and_training_keeps_them() {
     }
 }
 
-/// Convolution → tanh and FullyConnected → sigmoid fuse (the activation runs inside the
-/// producer's forward); a FullyConnected read by relu and by another op does not.
+/// Convolution → tanh, elemwise_add → relu and FullyConnected → sigmoid fuse (the activation
+/// runs inside the producer's forward); a FullyConnected read by relu and by another op does
+/// not.
 /// Outputs and gradients are the same bits as the unfused run (a monitor turns fusion
 /// off).
 #[test]
@@ -82,7 +83,8 @@ fn fused_activations_match_the_unfused_run() {
     let f = op("FullyConnected", &[("num_hidden", "7")], vec![t]);
     let r = op("Activation", &[("act_type", "relu")], vec![f.clone()]);
     let twice = op("elemwise_add", &[], vec![r.clone(), f]); // f read twice: no fusion
-    let g = op("FullyConnected", &[("num_hidden", "5")], vec![twice]);
+    let sum_relu = op("Activation", &[("act_type", "relu")], vec![twice]);
+    let g = op("FullyConnected", &[("num_hidden", "5")], vec![sum_relu]);
     let s = op("Activation", &[("act_type", "sigmoid")], vec![g]);
     let net = Symbol::group(&[s, r]);
     let shapes = HashMap::from([("data".to_string(), vec![3, 2, 6, 6])]);
@@ -107,7 +109,7 @@ fn fused_activations_match_the_unfused_run() {
         e
     };
     let fused_steps = bind().fuse_into.iter().filter(|f| f.is_some()).count();
-    assert_eq!(fused_steps, 2); // conv → tanh and the last FC → sigmoid
+    assert_eq!(fused_steps, 3); // conv → tanh, add → relu and the last FC → sigmoid
     let run = |monitor: bool| {
         let mut e = bind();
         if monitor {
