@@ -9,7 +9,7 @@
 use super::conv::{im2col, split_pass, ConvGeom};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
-use super::tuning::CONV_PACKED_MAX_POSITIONS;
+use super::tuning::{CONV_PACKED_L2_WEIGHT, CONV_PACKED_MAX_POSITIONS};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
@@ -97,12 +97,12 @@ pub(super) fn check_packed<const W: usize>(
 
 /// Whether a convolution runs through [`conv_forward_packed`] when its weight can be packed
 /// ahead (inference): few output positions in all (batch-1 deep layers, see
-/// [`CONV_PACKED_MAX_POSITIONS`]), one group, not depthwise.
+/// [`CONV_PACKED_MAX_POSITIONS`] and [`CONV_PACKED_L2_WEIGHT`]), one group, not depthwise.
 pub fn packs_weight(g: &ConvGeom) -> bool {
-    g.groups == 1
-        && !g.is_depthwise_2d()
-        && g.batch * g.out_len() <= CONV_PACKED_MAX_POSITIONS
-        && g.col_rows() > 0
+    let positions = g.batch * g.out_len();
+    let few = positions <= CONV_PACKED_MAX_POSITIONS
+        || (positions <= 2 * CONV_PACKED_MAX_POSITIONS && g.weight_len() <= CONV_PACKED_L2_WEIGHT);
+    g.groups == 1 && !g.is_depthwise_2d() && few && g.col_rows() > 0
 }
 
 /// [`conv_forward`] with the weight packed ahead ([`PackedFilters`] of `(filters, col_rows)`):
@@ -184,8 +184,10 @@ pub fn packed_product(
     // once; the sums are the same). Parts of whole groups of 3 left one thread up to 3 panels
     // more: ResNet's 512 filters (32 panels) split 17 / 15, 128 filters 5 / 3.
     let threads = rayon::current_num_threads();
+    // Two panels a part at least: a part of one runs tiles of one panel, whose loads outweigh
+    // their arithmetic (DenseNet's 128 → 32 3×3 at 7²: 58 µs split in two, 46 on one thread).
     let parts = if split && positions * f * k >= SERIAL_BELOW * 4 {
-        threads.min(panels)
+        threads.min(panels / 2).max(1)
     } else {
         1
     };
