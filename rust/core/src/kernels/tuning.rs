@@ -36,6 +36,12 @@ pub const RNN_STEP_PARALLEL_ABOVE: usize = 1 << 20;
 /// against 270 on one thread. The MLP workload's weights (784 × 128) stay below it.
 pub const DENSE_SPLIT_WEIGHT: usize = 1 << 20;
 
+/// Rows (batch) up to which an inference FullyConnected runs through its weight packed ahead
+/// (`kernels::conv_packed`, as a 1×1 convolution over that many positions): a GEMM packs
+/// the weight on every call, the larger cost when the rows are few. MobileNet's 256 → 1000
+/// classifier at batch 16 took 90 µs through the GEMM.
+pub const DENSE_PACKED_MAX_ROWS: usize = 64;
+
 /// Work (m·n·k) from which a convolution's GEMM splits across the pool's threads. Lower than
 /// [`GEMM_PARALLEL_ABOVE`]: a convolutional network's forward is a chain of products of a
 /// tenth of a millisecond and up (ResNet at batch 1: 2–10M multiply-adds each), with the pool

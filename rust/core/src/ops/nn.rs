@@ -1,10 +1,13 @@
 //! Dense layers: FullyConnected.
 
-use super::{known, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params};
-use crate::error::Result;
+use super::{known, ChannelAffine, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params, Prepared};
+use crate::error::{Error, Result};
+use crate::kernels::conv_packed::{packed_product, PackedFilters};
 use crate::kernels::dense::{dense_backward, dense_forward, DenseWant};
 use crate::kernels::gemm::MatRef;
 use crate::kernels::par;
+use crate::kernels::scratch::Scratch;
+use crate::kernels::tuning::DENSE_PACKED_MAX_ROWS;
 use crate::tensor::NDArray;
 use std::sync::Arc;
 
@@ -54,15 +57,24 @@ impl FullyConnected {
     }
 
     /// The forward pass, then `epilogue` over the output (a fused activation, applied while
-    /// typical layers' outputs are still in cache).
+    /// typical layers' outputs are still in cache). Inference over at most
+    /// [`DENSE_PACKED_MAX_ROWS`] rows runs the packed product (the weight packed for this
+    /// call), as an executor that prepared the weight ahead does: predicting through a
+    /// training module's executor or an inference one gives the same bits.
     fn forward_with(
         &self,
+        ctx: &OpCtx,
         inputs: &[NDArray],
         epilogue: Option<&Epilogue>,
     ) -> Result<Vec<NDArray>> {
+        let (m, k) = self.matrix_dims(inputs[0].shape());
+        if !ctx.is_train && m <= DENSE_PACKED_MAX_ROWS && k > 0 {
+            let w = inputs[1].f32s("FullyConnected: weight")?;
+            let packed = PackedFilters::new(w, self.num_hidden, k);
+            return self.forward_packed(inputs, &packed, epilogue);
+        }
         let x = inputs[0].f32s("FullyConnected: data")?;
         let w = inputs[1].f32s("FullyConnected: weight")?;
-        let (m, k) = self.matrix_dims(inputs[0].shape());
         let n = self.num_hidden;
         let xm = MatRef::row_major(x, m, k);
         let wm = MatRef::row_major(w, n, k);
@@ -79,9 +91,86 @@ impl FullyConnected {
             out,
         )?])
     }
+
+    /// The forward pass through the weight packed into panels of filters
+    /// (`kernels::conv_packed`, as a 1×1 convolution over the rows), then `epilogue`.
+    fn forward_packed(
+        &self,
+        inputs: &[NDArray],
+        w: &PackedFilters,
+        epilogue: Option<&Epilogue>,
+    ) -> Result<Vec<NDArray>> {
+        let (m, k) = self.matrix_dims(inputs[0].shape());
+        let x = inputs[0].f32s("FullyConnected: data")?;
+        let bias = match self.no_bias {
+            true => None,
+            false => Some(inputs[2].f32s("FullyConnected: bias")?),
+        };
+        // The product reads its operand as (k × rows): the rows' transpose (for one row, the
+        // row itself). Its output (rows, filters) is y's layout.
+        let xt = if m > 1 {
+            let mut xt = Scratch::take(m * k);
+            for (i, row) in x.chunks_exact(k).enumerate() {
+                for (r, &v) in row.iter().enumerate() {
+                    xt[r * m + i] = v;
+                }
+            }
+            Some(xt)
+        } else {
+            None
+        };
+        let b: &[f32] = xt.as_deref().unwrap_or(x);
+        let mut out = vec![0.0f32; m * self.num_hidden];
+        packed_product(w, b, m, m, 1, bias, &mut out, true);
+        if let Some(e) = epilogue {
+            par::for_each_chunk_mut(&mut out, |_, c| e(c));
+        }
+        Ok(vec![NDArray::from_f32(
+            &self.out_shape(inputs[0].shape()),
+            out,
+        )?])
+    }
 }
 
 impl Operator for FullyConnected {
+    /// At inference over at most [`DENSE_PACKED_MAX_ROWS`] rows: the weight packed once into
+    /// panels of filters (`kernels::conv_packed`), which the product streams a block at a time
+    /// through every row, instead of a GEMM that packs it on every call.
+    fn prepare(
+        &self,
+        _ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: Option<&ChannelAffine>,
+    ) -> Option<Result<Prepared>> {
+        let (m, k) = self.matrix_dims(inputs.first()?.shape());
+        if affine.is_some() || m > DENSE_PACKED_MAX_ROWS || k == 0 {
+            return None;
+        }
+        let pack = || -> Result<Prepared> {
+            let w = inputs
+                .get(1)
+                .ok_or_else(|| Error::Msg("internal: FullyConnected inputs".into()))?
+                .f32s("FullyConnected: weight")?;
+            Ok(Arc::new(PackedFilters::new(w, self.num_hidden, k)))
+        };
+        Some(pack())
+    }
+
+    fn forward_prepared(
+        &self,
+        _ctx: &OpCtx,
+        inputs: &[NDArray],
+        prepared: &Prepared,
+        epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        let w = prepared.downcast_ref::<PackedFilters>()?;
+        let (m, k) = self.matrix_dims(inputs.first()?.shape());
+        if m > DENSE_PACKED_MAX_ROWS || w.k() != k || w.filters() != self.num_hidden {
+            return None;
+        }
+        Some(self.forward_packed(inputs, w, epilogue))
+    }
+
     fn arguments(&self) -> Vec<String> {
         if self.no_bias {
             vec!["data".into(), "weight".into()]
@@ -114,21 +203,21 @@ impl Operator for FullyConnected {
 
     fn forward(
         &self,
-        _ctx: &OpCtx,
+        ctx: &OpCtx,
         inputs: &[NDArray],
         _aux: &mut [NDArray],
     ) -> Result<Vec<NDArray>> {
-        self.forward_with(inputs, None)
+        self.forward_with(ctx, inputs, None)
     }
 
     fn forward_then(
         &self,
-        _ctx: &OpCtx,
+        ctx: &OpCtx,
         inputs: &[NDArray],
         _aux: &mut [NDArray],
         epilogue: &Epilogue,
     ) -> Option<Result<Vec<NDArray>>> {
-        Some(self.forward_with(inputs, Some(epilogue)))
+        Some(self.forward_with(ctx, inputs, Some(epilogue)))
     }
 
     fn backward(
@@ -162,5 +251,88 @@ impl Operator for FullyConnected {
             grads.push(Some(NDArray::from_f32(&[n], db)?));
         }
         Ok(grads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{lookup, OpCtx};
+    use crate::tensor::NDArray;
+    use std::collections::BTreeMap;
+
+    /// The packed inference path (one row, a batch, the most rows it takes, flatten on and
+    /// off, with and without bias, a fused relu) against the GEMM forward, within rounding
+    /// (the products sum in another order).
+    #[test]
+    fn packed_inference_matches_the_gemm_forward() {
+        let ctx = OpCtx {
+            is_train: false,
+            node: "fc",
+            need_grad: &[],
+        };
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
+        for (shape, hidden, flatten, no_bias) in [
+            (vec![1, 300], 37, "True", "False"),
+            (vec![5, 3, 4, 10], 50, "True", "True"),
+            (vec![2, 32, 70], 19, "False", "False"),
+            (vec![64, 33], 100, "True", "False"),
+        ] {
+            let attrs = BTreeMap::from([
+                ("num_hidden".to_string(), hidden.to_string()),
+                ("flatten".to_string(), flatten.to_string()),
+                ("no_bias".to_string(), no_bias.to_string()),
+            ]);
+            let op = lookup("FullyConnected")
+                .unwrap()
+                .instantiate("fc", &attrs)
+                .unwrap();
+            let k = if flatten == "True" {
+                shape[1..].iter().product()
+            } else {
+                shape[shape.len() - 1]
+            };
+            let fill = |n: usize, seed: usize| -> Vec<f32> {
+                (0..n)
+                    .map(|i| ((i * 31 + seed) % 29) as f32 / 29.0 - 0.45)
+                    .collect()
+            };
+            let n_x = shape.iter().product();
+            let mut inputs = vec![
+                NDArray::from_f32(&shape, fill(n_x, 1)).unwrap(),
+                NDArray::from_f32(&[hidden, k], fill(hidden * k, 2)).unwrap(),
+            ];
+            if no_bias == "False" {
+                inputs.push(NDArray::from_f32(&[hidden], fill(hidden, 3)).unwrap());
+            }
+            let want = op
+                .forward_then(&ctx, &inputs, &mut [], &relu)
+                .unwrap()
+                .unwrap();
+            let prepared = op.prepare(&ctx, &inputs, None).unwrap().unwrap();
+            let got = op
+                .forward_prepared(&ctx, &inputs, &prepared, Some(&relu))
+                .unwrap()
+                .unwrap();
+            assert_eq!(got[0].shape(), want[0].shape());
+            let (g, w) = (got[0].f32s("got").unwrap(), want[0].f32s("want").unwrap());
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                assert!(
+                    (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                    "{shape:?} [{i}] {a} vs {b}"
+                );
+            }
+        }
+        // More rows than the packed product takes: the GEMM forward runs instead.
+        let attrs = BTreeMap::from([("num_hidden".to_string(), "3".to_string())]);
+        let op = lookup("FullyConnected")
+            .unwrap()
+            .instantiate("fc", &attrs)
+            .unwrap();
+        let inputs = [
+            NDArray::from_f32(&[65, 2], vec![0.5; 130]).unwrap(),
+            NDArray::from_f32(&[3, 2], vec![1.0; 6]).unwrap(),
+            NDArray::from_f32(&[3], vec![0.0; 3]).unwrap(),
+        ];
+        assert!(op.prepare(&ctx, &inputs, None).is_none());
     }
 }
