@@ -78,11 +78,26 @@ impl FullyConnected {
         let n = self.num_hidden;
         let xm = MatRef::row_major(x, m, k);
         let wm = MatRef::row_major(w, n, k);
-        let bias = match self.no_bias {
-            true => None,
-            false => Some(inputs[2].f32s("FullyConnected: bias")?),
-        };
-        let mut out = dense_forward(xm, wm, bias)?;
+        let bias = self.bias(inputs)?;
+        let out = dense_forward(xm, wm, bias)?;
+        self.finish(inputs, out, epilogue)
+    }
+
+    /// The bias, unless `no_bias`.
+    fn bias<'a>(&self, inputs: &'a [NDArray]) -> Result<Option<&'a [f32]>> {
+        match self.no_bias {
+            true => Ok(None),
+            false => Ok(Some(inputs[2].f32s("FullyConnected: bias")?)),
+        }
+    }
+
+    /// `epilogue` over the product `out`, which becomes the output array.
+    fn finish(
+        &self,
+        inputs: &[NDArray],
+        mut out: Vec<f32>,
+        epilogue: Option<&Epilogue>,
+    ) -> Result<Vec<NDArray>> {
         if let Some(e) = epilogue {
             par::for_each_chunk_mut(&mut out, |_, c| e(c));
         }
@@ -102,10 +117,7 @@ impl FullyConnected {
     ) -> Result<Vec<NDArray>> {
         let (m, k) = self.matrix_dims(inputs[0].shape());
         let x = inputs[0].f32s("FullyConnected: data")?;
-        let bias = match self.no_bias {
-            true => None,
-            false => Some(inputs[2].f32s("FullyConnected: bias")?),
-        };
+        let bias = self.bias(inputs)?;
         // The product reads its operand as (k × rows): the rows' transpose (for one row, the
         // row itself). Its output (rows, filters) is y's layout.
         let xt = if m > 1 {
@@ -122,13 +134,7 @@ impl FullyConnected {
         let b: &[f32] = xt.as_deref().unwrap_or(x);
         let mut out = vec![0.0f32; m * self.num_hidden];
         packed_product(w, b, m, m, 1, bias, &mut out, true);
-        if let Some(e) = epilogue {
-            par::for_each_chunk_mut(&mut out, |_, c| e(c));
-        }
-        Ok(vec![NDArray::from_f32(
-            &self.out_shape(inputs[0].shape()),
-            out,
-        )?])
+        self.finish(inputs, out, epilogue)
     }
 }
 
