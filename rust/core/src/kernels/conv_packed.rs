@@ -318,6 +318,9 @@ mod avx512 {
     /// stream prefetcher stops and must find the stream again.
     const FETCH_ROWS: usize = 32;
 
+    /// Positions per tile: with 3 panels, 24 of the 32 vector registers hold sums.
+    const MR: usize = 8;
+
     /// One tile: `MR` consecutive positions (column values `b[r · ldb + i]`, i < MR) against
     /// `NV` consecutive panels (`w`, `ps` apart) over `kc` rows, the `MR · NV` accumulators in
     /// registers: per row NV panel loads and MR broadcasts feed MR · NV FMAs. The sums start
@@ -376,7 +379,7 @@ mod avx512 {
     /// block of rows by block of rows; `acc` holds a row of sums per position.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn panels<const NV: usize, const MR: usize>(
+    unsafe fn panels<const NV: usize>(
         w: &PackedFilters,
         p: usize,
         b: *const f32,
@@ -452,9 +455,9 @@ mod avx512 {
             // contract), acc holds a row per position, and the stores stay in the output.
             unsafe {
                 match nv {
-                    3 => panels::<3, 8>(w, p, bp, ldb, positions, &mut acc),
-                    2 => panels::<2, 8>(w, p, bp, ldb, positions, &mut acc),
-                    _ => panels::<1, 8>(w, p, bp, ldb, positions, &mut acc),
+                    3 => panels::<3>(w, p, bp, ldb, positions, &mut acc),
+                    2 => panels::<2>(w, p, bp, ldb, positions, &mut acc),
+                    _ => panels::<1>(w, p, bp, ldb, positions, &mut acc),
                 }
                 store(&acc, 0, p * LANES, nv * LANES, out, bias, y);
             }

@@ -174,48 +174,21 @@ pub(super) fn plane_rows<const MAX: bool>(
                 .zip(row)
                 .for_each(|(b, &v)| *b = step::<MAX>(*b, v));
         }
-        border_windows::<MAX>(buf, rows, y_row);
         windows::<MAX>(buf, phases, rows, y_row);
-        divide_border_windows(rows, yy, y_row);
         // An average divides each sum by its window's count: one count for the windows
         // inside the row (whole, padded or not), so that run is one vector pass.
+        let (left, rest) = y_row.split_at_mut(a);
+        let (inner, right) = rest.split_at_mut(b - a);
+        let outer = left.iter_mut().zip(&rows.sx[..a]);
+        for (o, xx) in outer.chain(right.iter_mut().zip(&rows.sx[b..])) {
+            if let Some(n) = rows.divisor(yy, xx) {
+                *o /= n as f32;
+            }
+        }
         let inner_count = rows.sx.get(a).filter(|_| a < b);
         if let Some(n) = inner_count.and_then(|xx| rows.divisor(yy, xx)) {
             let n = n as f32;
-            y_row[a..b].iter_mut().for_each(|o| *o /= n);
-        }
-    }
-}
-
-/// The horizontal windows of the vertically reduced row `buf` clipped at its borders (outside
-/// the run `rows.inner`), reduced one by one.
-fn border_windows<const MAX: bool>(buf: &[f32], rows: &Rows, out: &mut [f32]) {
-    let (sx, (a, b)) = (rows.sx, rows.inner);
-    let border = |o: &mut f32, w: &Span| {
-        *o = buf[w.lo..w.hi]
-            .iter()
-            .fold(start::<MAX>(), |m, &v| step::<MAX>(m, v));
-    };
-    out[..a]
-        .iter_mut()
-        .zip(&sx[..a])
-        .for_each(|(o, w)| border(o, w));
-    out[b..]
-        .iter_mut()
-        .zip(&sx[b..])
-        .for_each(|(o, w)| border(o, w));
-}
-
-/// An average's division of the border windows of output row `yy` (see [`border_windows`]),
-/// each by its own count.
-fn divide_border_windows(rows: &Rows, yy: &Span, y_row: &mut [f32]) {
-    let (sx, (a, b)) = (rows.sx, rows.inner);
-    let (left, rest) = y_row.split_at_mut(a);
-    let right = &mut rest[b - a..];
-    let outer = left.iter_mut().zip(&sx[..a]);
-    for (o, xx) in outer.chain(right.iter_mut().zip(&sx[b..])) {
-        if let Some(n) = rows.divisor(yy, xx) {
-            *o /= n as f32;
+            inner.iter_mut().for_each(|o| *o /= n);
         }
     }
 }
@@ -236,11 +209,25 @@ fn plane<const MAX: bool>(x: &[f32]) -> f32 {
     acc.iter().fold(tail, |a, &v| step::<MAX>(a, v))
 }
 
-/// The horizontal windows inside the vertically reduced row `buf` (the run `rows.inner` of
-/// `rows.sx`, width `kw`, stride `s`): the maximum or the sum of each, in `kw` passes over
-/// their outputs. `phases` is room for `buf`'s even and odd elements when `s` is 2.
+/// The horizontal windows of the vertically reduced row `buf` (`rows.sx`, width `kw`, stride
+/// `s`): the maximum or the sum of each. The windows inside the row (`a..b`, a contiguous run)
+/// take `kw` passes over their outputs; the clipped ones at the borders are reduced one by
+/// one. `phases` is room for `buf`'s even and odd elements when `s` is 2.
 fn windows<const MAX: bool>(buf: &[f32], phases: &mut [f32], rows: &Rows, out: &mut [f32]) {
     let (sx, (a, b), kw, s) = (rows.sx, rows.inner, rows.kw, rows.stride);
+    let border = |o: &mut f32, w: &Span| {
+        *o = buf[w.lo..w.hi]
+            .iter()
+            .fold(start::<MAX>(), |m, &v| step::<MAX>(m, v));
+    };
+    out[..a]
+        .iter_mut()
+        .zip(&sx[..a])
+        .for_each(|(o, w)| border(o, w));
+    out[b..]
+        .iter_mut()
+        .zip(&sx[b..])
+        .for_each(|(o, w)| border(o, w));
     if a == b {
         return;
     }

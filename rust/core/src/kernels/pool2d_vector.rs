@@ -1,9 +1,9 @@
 //! The rows of [`super::pool2d`] in explicit AVX-512 vectors, for horizontal strides 1 and 2.
 //! A pooled plane is often narrow (Inception's 3×3 average pools run over 35², 17² and 8²
 //! planes): a compiler-vectorized loop then spends most of each row in its scalar remainder.
-//! Here every row pass is whole vectors of 16 with a mask on the last one, and the inner
-//! horizontal windows of a vector of outputs are reduced and divided in registers before one
-//! store. The steps are those of the scalar rows, in the same order (a sum starts from 0 and
+//! Here every row pass is whole vectors of 16 with a mask on the last one, and the
+//! horizontal windows of a vector of outputs (those clipped at the borders too) are reduced
+//! and divided in registers before one store. The steps are those of the scalar rows, in the same order (a sum starts from 0 and
 //! adds the rows top to bottom, then the taps left to right; a maximum keeps the old value
 //! unless the new one is greater), so both give the same bits.
 

@@ -206,8 +206,12 @@ impl Operator for Binary {
         epilogue: &Epilogue,
     ) -> Option<Result<Vec<NDArray>>> {
         let (a, b) = (&inputs[0], &inputs[1]);
-        let same = a.shape() == b.shape() && a.dtype() == DType::Float32;
-        if !same || b.dtype() != DType::Float32 {
+        let kind = self.kind;
+        let fusable = matches!(kind, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul)
+            && a.shape() == b.shape()
+            && a.dtype() == DType::Float32
+            && b.dtype() == DType::Float32;
+        if !fusable {
             return None;
         }
         // One loop per op, so each inlines and vectorises (a function pointer would not).
@@ -215,10 +219,6 @@ impl Operator for Binary {
             c.iter_mut()
                 .zip(x.iter().zip(y))
                 .for_each(|(o, (&x, &y))| *o = f(x, y));
-        }
-        let kind = self.kind;
-        if !matches!(kind, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul) {
-            return None;
         }
         Some((|| {
             let (x, y) = (

@@ -267,14 +267,19 @@ mod tests {
     use std::collections::BTreeMap;
 
     /// The packed inference path (one row, a batch, the most rows it takes, flatten on and
-    /// off, with and without bias, a fused relu) against the GEMM forward, within rounding
-    /// (the products sum in another order).
+    /// off, with and without bias, a fused relu), prepared ahead and packed per call, against
+    /// the GEMM forward of a training pass, within rounding (the products sum in another
+    /// order); the two inference paths give the same bits.
     #[test]
     fn packed_inference_matches_the_gemm_forward() {
         let ctx = OpCtx {
             is_train: false,
             node: "fc",
             need_grad: &[],
+        };
+        let train = OpCtx {
+            is_train: true,
+            ..ctx
         };
         let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
         for (shape, hidden, flatten, no_bias) in [
@@ -311,7 +316,7 @@ mod tests {
                 inputs.push(NDArray::from_f32(&[hidden], fill(hidden, 3)).unwrap());
             }
             let want = op
-                .forward_then(&ctx, &inputs, &mut [], &relu)
+                .forward_then(&train, &inputs, &mut [], &relu)
                 .unwrap()
                 .unwrap();
             let prepared = op.prepare(&ctx, &inputs, None).unwrap().unwrap();
@@ -319,6 +324,17 @@ mod tests {
                 .forward_prepared(&ctx, &inputs, &prepared, Some(&relu))
                 .unwrap()
                 .unwrap();
+            let per_call = op
+                .forward_then(&ctx, &inputs, &mut [], &relu)
+                .unwrap()
+                .unwrap();
+            let bits = |a: &NDArray| {
+                a.to_f64_vec()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(&got[0]), bits(&per_call[0]), "{shape:?}");
             assert_eq!(got[0].shape(), want[0].shape());
             let (g, w) = (got[0].f32s("got").unwrap(), want[0].f32s("want").unwrap());
             for (i, (a, b)) in g.iter().zip(w).enumerate() {
