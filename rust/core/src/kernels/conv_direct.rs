@@ -23,7 +23,7 @@
 
 use super::conv::ConvGeom;
 use super::conv_packed::SendPtr;
-use super::conv_tiled::{copy_every_other, FilterPanels, LANES, MR};
+use super::conv_tiled::{copy_every_other, epilogue_tiles, FilterPanels, LANES, MR};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
 use super::tuning::DIRECT_MAX_WEIGHT;
@@ -41,11 +41,14 @@ const TILE: usize = NV * LANES;
 /// width of at least one vector (so a vector of positions spans at most two output rows)
 /// of which at most an eighth is thrown away (Inception's 1×7 over 17² threw away 6 of 23
 /// and ran 60% slower than on the GEMM), and a weight of at most [`DIRECT_MAX_WEIGHT`]
-/// values. With a stride, only windows of 4 taps per phase or more: the tiled path's gather
-/// reads each input value once per tap of its phase, which is what this path saves, and it
-/// then pays for the split copy. The 7×7/2 first layer (3 → 64 over 224²) ran in 0.83 ms
-/// against 1.11 tiled at batch 1 and 13.0 against 21.7 on the GEMM at batch 16; 3×3/2
-/// layers ran no faster (3 → 64 over 224²) or up to 15% slower (64 → 128 over 56²).
+/// values. With a stride, only windows of 4 taps per phase or more, or columns of at most 64
+/// rows: the tiled path's gather reads each input value once per tap of its phase, which is
+/// what this path saves, and it then pays for the split copy. The 7×7/2 first layer (3 → 64
+/// over 224²) ran in 0.83 ms against 1.11 tiled at batch 1 and 13.0 against 21.7 on the GEMM
+/// at batch 16; 3×3/2 layers over many channels ran up to 15% slower (64 → 128 over 56²).
+/// Over 3 channels (27 rows) the gather was as long as the product of few panels: 3 → 8
+/// over 64² at batch 16 took 0.12 ms here against 0.29 on the GEMM and 0.34 tiled in
+/// MobileNet-0.25, 3 → 32 over 224² 0.22 against 0.27 tiled (one thread).
 pub fn runs_direct(g: &ConvGeom) -> bool {
     let plain = g.input[0] == 1
         && g.kernel[0] == 1
@@ -60,7 +63,7 @@ pub fn runs_direct(g: &ConvGeom) -> bool {
     // (The phase sizes need the strides and the window checked above.)
     plain && {
         let (phases, (_, wq)) = (phases(g), padded(g));
-        (phases == 1 || g.kernel_len() >= 4 * phases)
+        (phases == 1 || g.kernel_len() >= 4 * phases || g.col_rows() <= 64)
             && wq >= LANES
             && 8 * (wq - g.output[2]) <= wq
             && g.filters * g.col_rows() <= DIRECT_MAX_WEIGHT
@@ -241,7 +244,7 @@ impl Direct<'_> {
         }
     }
 
-    /// Tiles `ts` through every panel, then the epilogue over their outputs.
+    /// Tiles `ts` through every panel, the epilogue over their outputs run by run.
     ///
     /// # Safety
     /// `y` holds the `(filters, out_len)` output; `wide` only where the CPU has AVX-512F.
@@ -250,6 +253,7 @@ impl Direct<'_> {
         let [_, oh, ow] = self.g.output;
         let positions = oh * wp;
         let (f, l) = (self.w.filters(), self.g.out_len());
+        let run = epilogue_tiles(f);
         for t in ts.clone() {
             let p0 = t * TILE;
             let n = (positions - p0).min(TILE);
@@ -276,14 +280,19 @@ impl Direct<'_> {
                     tile_plain(&tile, yt, l);
                 }
             }
-        }
-        if let Some(e) = self.epilogue {
-            // The part's valid positions are one run of the output's flat positions.
-            let first = Stores::flat_from(ts.start * TILE, wp, ow, oh);
-            let end = Stores::flat_from((ts.end * TILE).min(positions), wp, ow, oh);
-            for fi in 0..f {
-                // SAFETY: row fi's positions first..end belong to this part alone.
-                e(unsafe { std::slice::from_raw_parts_mut(y.add(fi * l + first), end - first) });
+            // The epilogue over runs of tiles while they are in cache (see `epilogue_tiles`).
+            // A run's kept positions are one run of the output's flat ones.
+            let run_ends = (t + 1 - ts.start).is_multiple_of(run) || t + 1 == ts.end;
+            if let Some(e) = self.epilogue.filter(|_| run_ends) {
+                let from = ts.start + (t - ts.start) / run * run;
+                let first = Stores::flat_from(from * TILE, wp, ow, oh);
+                let end = Stores::flat_from(p0 + n, wp, ow, oh);
+                for fi in 0..f {
+                    // SAFETY: row fi's positions first..end belong to this part alone.
+                    e(unsafe {
+                        std::slice::from_raw_parts_mut(y.add(fi * l + first), end - first)
+                    });
+                }
             }
         }
     }
@@ -442,7 +451,8 @@ mod tests {
     /// needs, a batch, bias and an epilogue; what lies outside the output is never written.
     #[test]
     fn direct_matches_the_gemm_path() {
-        let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
+        // Not idempotent: an output the epilogue passed over twice (or never) shows.
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0) + 0.5);
         for (batch, c, f, hw, k, pad, stride) in [
             // strided: phases of the padded image (the first layers of most CNNs)
             (2, 3, 10, [40, 60], [7, 7], [3, 3], [2, 2]),
@@ -450,6 +460,9 @@ mod tests {
             (1, 5, 9, [33, 37], [5, 5], [1, 1], [2, 2]),
             (1, 4, 6, [20, 50], [7, 4], [2, 1], [3, 2]),
             (1, 4, 6, [20, 31], [3, 3], [1, 1], [2, 1]),
+            // a 3×3/2 window over 3 channels (few column rows), many filters: the
+            // epilogue in runs of tiles
+            (2, 3, 300, [64, 64], [3, 3], [1, 1], [2, 2]),
             // stride 1
             (1, 3, 5, [20, 24], [3, 3], [1, 1], [1, 1]),
             (1, 16, 64, [55, 55], [3, 3], [1, 1], [1, 1]),

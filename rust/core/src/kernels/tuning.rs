@@ -69,6 +69,10 @@ pub const CONV_PACKED_L2_WEIGHT: usize = 1 << 18;
 /// 0.50, at 56² 1.5 against 1.9).
 pub const TILED_MIN_WIDTH: usize = 24;
 
+/// Bytes of output a convolution's fused activation runs over at once while the tiled and
+/// direct products store it (see `conv_tiled::epilogue_tiles`): within L2, and long runs.
+pub const EPILOGUE_RUN_BYTES: usize = 1 << 18;
+
 /// Filters up to which a narrowing 1×1 convolution (4 channels per filter or more) at
 /// batch 1 runs through its weight packed ahead (`kernels::conv_tiled`) at any size, and a
 /// wider window over a batch (DenseNet's 128 → 32 3×3): the GEMM's register tile spans more
