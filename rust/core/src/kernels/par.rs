@@ -114,12 +114,13 @@ pub fn with_pool_awake<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 /// Where a module runs its passes: on the calling thread, or on the pool as a whole (held
 /// awake, see [`with_pool_awake`]). Decided by how long the previous pass took, since the
 /// hand-over's cost is a time: from `from` a pass moves to the pool, and it returns to the
-/// caller below `from / 2`, so a pass that the move itself speeds up does not flip back and
-/// forth. The first pass runs on the caller. Values are the same bits either way (kernels
+/// caller below `from / 2` (or a bar of its own, see [`PassPlacement::with_return`]), so a
+/// pass that the move itself speeds up does not flip back and forth. The first pass runs on the caller. Values are the same bits either way (kernels
 /// split work independently of the thread they start on).
 #[derive(Clone, Copy, Debug)]
 pub struct PassPlacement {
     from: std::time::Duration,
+    back_below: std::time::Duration,
     on_pool: bool,
 }
 
@@ -130,10 +131,16 @@ impl Default for PassPlacement {
 }
 
 impl PassPlacement {
-    /// Passes move to the pool once one takes `from` or longer.
+    /// Passes move to the pool once one takes `from` or longer, and back below `from / 2`.
     pub fn new(from: std::time::Duration) -> Self {
+        Self::with_return(from, from / 2)
+    }
+
+    /// Passes move to the pool once one takes `from` or longer, and back below `back_below`.
+    pub fn with_return(from: std::time::Duration, back_below: std::time::Duration) -> Self {
         Self {
             from,
+            back_below,
             on_pool: false,
         }
     }
@@ -153,7 +160,7 @@ impl PassPlacement {
         };
         let took = start.elapsed();
         let bar = if self.on_pool {
-            self.from / 2
+            self.back_below
         } else {
             self.from
         };
@@ -487,6 +494,17 @@ mod tests {
         let sum = pool.install(|| p.run(|| (0..1000u64).into_par_iter().sum::<u64>()));
         assert_eq!(sum, 499_500);
         assert!(!p.on_pool(), "a short pass on the pool moves back");
+        // With a return bar of its own (inference passes).
+        let mut p = PassPlacement::with_return(from, from * 3 / 4);
+        p.run(|| std::thread::sleep(from));
+        assert!(p.on_pool());
+        pool.install(|| p.run(|| std::thread::sleep(from * 4 / 5)));
+        assert!(p.on_pool(), "a pass above the return bar stays on the pool");
+        pool.install(|| p.run(|| std::thread::sleep(from / 2)));
+        assert!(
+            !p.on_pool(),
+            "a pass below the return bar (above half) moves back"
+        );
     }
 
     /// Every part of a set sees everything the previous sets wrote, on one thread or several.

@@ -24,6 +24,7 @@ use crate::executor::{Executor, GradReq};
 use crate::initializer::Initializer;
 use crate::io::{DataBatch, DataDesc};
 use crate::kernels::par::PassPlacement;
+use crate::kernels::tuning::INFERENCE_POOL_PASS;
 use crate::metric::EvalMetric;
 use crate::optimizer::Optimizer;
 use crate::symbol::{json, Symbol};
@@ -97,8 +98,11 @@ pub struct Module {
     pending_states: Option<OptStates>,
     last_labels: Vec<NDArray>,
     forwarded: bool,
-    /// Whether passes run on the calling thread or on the pool (by their duration).
+    /// Whether training passes run on the calling thread or on the pool (by their duration).
     placement: PassPlacement,
+    /// The same for inference passes, which move to the pool sooner (see
+    /// [`INFERENCE_POOL_PASS`]).
+    inference_placement: PassPlacement,
     warnings: Vec<String>,
     monitor: Option<MonitorFactory>,
     /// Raised by another thread to stop fit / score / predict between batches.
@@ -225,6 +229,10 @@ impl Module {
             last_labels: vec![],
             forwarded: false,
             placement: PassPlacement::default(),
+            inference_placement: PassPlacement::with_return(
+                INFERENCE_POOL_PASS.0,
+                INFERENCE_POOL_PASS.1,
+            ),
             warnings,
             monitor: None,
             collective: None,
@@ -667,7 +675,12 @@ impl Module {
         };
         let results = if place {
             let execs = &mut self.execs;
-            self.placement.run(|| run(execs))
+            let placement = if is_train {
+                &mut self.placement
+            } else {
+                &mut self.inference_placement
+            };
+            placement.run(|| run(execs))
         } else {
             run(&mut self.execs)
         };
