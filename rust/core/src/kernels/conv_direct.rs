@@ -23,10 +23,10 @@
 
 use super::conv::ConvGeom;
 use super::conv_packed::SendPtr;
-use super::conv_tiled::{copy_every_other, epilogue_tiles, FilterPanels, LANES, MR};
+use super::conv_tiled::{copy_every_other, epilogue_tiles, run_ending_at, FilterPanels, LANES, MR};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
-use super::tuning::DIRECT_MAX_WEIGHT;
+use super::tuning::{DIRECT_MAX_WEIGHT, DIRECT_STRIDED_MAX_ROWS};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -41,9 +41,9 @@ const TILE: usize = NV * LANES;
 /// width of at least one vector (so a vector of positions spans at most two output rows)
 /// of which at most an eighth is thrown away (Inception's 1×7 over 17² threw away 6 of 23
 /// and ran 60% slower than on the GEMM), and a weight of at most [`DIRECT_MAX_WEIGHT`]
-/// values. With a stride, only windows of 4 taps per phase or more, or columns of at most 64
-/// rows: the tiled path's gather reads each input value once per tap of its phase, which is
-/// what this path saves, and it then pays for the split copy. The 7×7/2 first layer (3 → 64
+/// values. With a stride, only windows of 4 taps per phase or more, or columns of at most
+/// [`DIRECT_STRIDED_MAX_ROWS`] rows: the tiled path's gather reads each input value once per
+/// tap of its phase, which is what this path saves, and it then pays for the split copy. The 7×7/2 first layer (3 → 64
 /// over 224²) ran in 0.83 ms against 1.11 tiled at batch 1 and 13.0 against 21.7 on the GEMM
 /// at batch 16; 3×3/2 layers over many channels ran up to 15% slower (64 → 128 over 56²).
 /// Over 3 channels (27 rows) the gather was as long as the product of few panels: 3 → 8
@@ -63,7 +63,7 @@ pub fn runs_direct(g: &ConvGeom) -> bool {
     // (The phase sizes need the strides and the window checked above.)
     plain && {
         let (phases, (_, wq)) = (phases(g), padded(g));
-        (phases == 1 || g.kernel_len() >= 4 * phases || g.col_rows() <= 64)
+        (phases == 1 || g.kernel_len() >= 4 * phases || g.col_rows() <= DIRECT_STRIDED_MAX_ROWS)
             && wq >= LANES
             && 8 * (wq - g.output[2]) <= wq
             && g.filters * g.col_rows() <= DIRECT_MAX_WEIGHT
@@ -282,9 +282,7 @@ impl Direct<'_> {
             }
             // The epilogue over runs of tiles while they are in cache (see `epilogue_tiles`).
             // A run's kept positions are one run of the output's flat ones.
-            let run_ends = (t + 1 - ts.start).is_multiple_of(run) || t + 1 == ts.end;
-            if let Some(e) = self.epilogue.filter(|_| run_ends) {
-                let from = ts.start + (t - ts.start) / run * run;
+            if let (Some(e), Some(from)) = (self.epilogue, run_ending_at(&ts, t, run)) {
                 let first = Stores::flat_from(from * TILE, wp, ow, oh);
                 let end = Stores::flat_from(p0 + n, wp, ow, oh);
                 for fi in 0..f {

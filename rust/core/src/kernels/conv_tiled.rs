@@ -404,9 +404,8 @@ unsafe fn product_part(
                     tile_plain(&tile, yt, l);
                 }
             }
-            let run_ends = (t + 1 - ts.start).is_multiple_of(run) || t + 1 == ts.end;
-            if let Some(e) = epilogue.filter(|_| last && run_ends) {
-                let first = ts.start + (t - ts.start) / run * run;
+            let first = run_ending_at(&ts, t, run).filter(|_| last);
+            if let (Some(e), Some(first)) = (epilogue, first) {
                 let (q0, q1) = (first * TILE, q + n);
                 for fi in rows.clone() {
                     // SAFETY: row fi's positions q0..q1 belong to this part (the caller's
@@ -426,6 +425,13 @@ unsafe fn product_part(
 /// 0.44 ms against 0.31).
 pub(super) fn epilogue_tiles(filters: usize) -> usize {
     (EPILOGUE_RUN_BYTES / (TILE * filters.max(1) * std::mem::size_of::<f32>())).max(1)
+}
+
+/// When tile `t` of a part's tiles `ts` ends a run of `run` tiles (see [`epilogue_tiles`]),
+/// or the part: the run's first tile.
+pub(super) fn run_ending_at(ts: &Range<usize>, t: usize, run: usize) -> Option<usize> {
+    let ends = (t + 1 - ts.start).is_multiple_of(run) || t + 1 == ts.end;
+    ends.then(|| ts.start + (t - ts.start) / run * run)
 }
 
 /// See [`product_part`]: one tile in plain loops, each output summing over the block's

@@ -115,8 +115,9 @@ pub fn with_pool_awake<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 /// awake, see [`with_pool_awake`]). Decided by how long the previous pass took, since the
 /// hand-over's cost is a time: from `from` a pass moves to the pool, and it returns to the
 /// caller below `from / 2` (or a bar of its own, see [`PassPlacement::with_return`]), so a
-/// pass that the move itself speeds up does not flip back and forth. The first pass runs on the caller. Values are the same bits either way (kernels
-/// split work independently of the thread they start on).
+/// pass that the move itself speeds up does not flip back and forth. The first pass runs on
+/// the caller. Values are the same bits either way (kernels split work independently of the
+/// thread they start on).
 #[derive(Clone, Copy, Debug)]
 pub struct PassPlacement {
     from: std::time::Duration,

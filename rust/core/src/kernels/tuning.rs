@@ -69,6 +69,11 @@ pub const CONV_PACKED_L2_WEIGHT: usize = 1 << 18;
 /// 0.50, at 56² 1.5 against 1.9).
 pub const TILED_MIN_WIDTH: usize = 24;
 
+/// Column rows (channels × window) up to which a strided convolution with fewer than 4 taps
+/// per phase still reads its phase-split image directly (`kernels::conv_direct`): over 3
+/// channels the tiled path's gather took as long as the product of its few panels.
+pub const DIRECT_STRIDED_MAX_ROWS: usize = 64;
+
 /// Bytes of output a convolution's fused activation runs over at once while the tiled and
 /// direct products store it (see `conv_tiled::epilogue_tiles`): within L2, and long runs.
 pub const EPILOGUE_RUN_BYTES: usize = 1 << 18;
@@ -118,14 +123,15 @@ pub const UPDATE_SERIAL_BELOW: usize = 1 << 19;
 /// third slower on the pool; an MLP training step ran 3x slower).
 pub const POOL_PASS_FROM: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// [`POOL_PASS_FROM`] for inference passes (forward with `is_train` false), and the duration
-/// below which they return to the caller: between passes the caller only collects outputs,
-/// and a pass of a third of a millisecond has layers worth splitting. MobileNetV2-0.25 at
+/// [`POOL_PASS_FROM`] for inference passes (forward with `is_train` false): between passes
+/// the caller only collects outputs, and a pass of a third of a millisecond has layers worth
+/// splitting. MobileNetV2-0.25 at
 /// batch 1 (0.4 ms on the caller, 0.35 on the pool) ran 12% faster there, its 5 MB
 /// classifier weight streamed by both threads; MobileNet-0.25 at batch 1 (0.2 ms, every
-/// layer too small to split) ran 5–10% slower there, and goes back to the caller should a
-/// slow pass have sent it (a training pass's return bar, half its threshold, kept it).
-pub const INFERENCE_POOL_PASS: (std::time::Duration, std::time::Duration) = (
-    std::time::Duration::from_micros(300),
-    std::time::Duration::from_micros(240),
-);
+/// layer too small to split) ran 5–10% slower there.
+pub const INFERENCE_POOL_PASS_FROM: std::time::Duration = std::time::Duration::from_micros(300);
+
+/// Duration below which an inference pass on the pool returns to the caller: MobileNet-0.25
+/// at batch 1 goes back should a slow pass have sent it (a training pass's return bar, half
+/// its threshold, kept it there).
+pub const INFERENCE_POOL_BACK_BELOW: std::time::Duration = std::time::Duration::from_micros(240);
