@@ -43,9 +43,10 @@ const TILE: usize = NV * LANES;
 /// and ran 60% slower than on the GEMM), and a weight of at most [`DIRECT_MAX_WEIGHT`]
 /// values. With a stride, only windows of 4 taps per phase or more, or columns of at most
 /// [`DIRECT_STRIDED_MAX_ROWS`] rows: the tiled path's gather reads each input value once per
-/// tap of its phase, which is what this path saves, and it then pays for the split copy. The 7×7/2 first layer (3 → 64
-/// over 224²) ran in 0.83 ms against 1.11 tiled at batch 1 and 13.0 against 21.7 on the GEMM
-/// at batch 16; 3×3/2 layers over many channels ran up to 15% slower (64 → 128 over 56²).
+/// tap of its phase, which is what this path saves, and it then pays for the split copy.
+/// The 7×7/2 first layer (3 → 64 over 224²) ran in 0.83 ms against 1.11 tiled at batch 1
+/// and 13.0 against 21.7 on the GEMM at batch 16; 3×3/2 layers over many channels ran up to
+/// 15% slower (64 → 128 over 56²).
 /// Over 3 channels (27 rows) the gather was as long as the product of few panels: 3 → 8
 /// over 64² at batch 16 took 0.12 ms here against 0.29 on the GEMM and 0.34 tiled in
 /// MobileNet-0.25, 3 → 32 over 224² 0.22 against 0.27 tiled (one thread).
