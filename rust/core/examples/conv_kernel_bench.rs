@@ -179,7 +179,7 @@ fn main() -> Result<()> {
             })?;
             let panels = FilterPanels::new(&w, f, g.col_rows());
             let tiled = best_ms(reps * 4, || {
-                conv_forward_tiled(&g, &x, &panels, Some(&b), &mut y, Some(&relu))
+                conv_forward_tiled(&g, &x, None, &panels, Some(&b), &mut y, Some(&relu))
             })?;
             println!("{c:>4}→{f:<4} {size:>3}² {k}/{stride}                        {gemm:8.3} {tiled:9.3}");
         }

@@ -61,6 +61,61 @@ pub(super) fn folds(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usiz
         .collect()
 }
 
+/// A step whose data input may come through the map of the BatchNorm before it, and of the
+/// activation after that ([`mapped_inputs`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MappedInput {
+    /// The BatchNorm's step.
+    pub bn: usize,
+    /// The activation's step and map, if one comes between.
+    pub act: Option<(usize, InPlace)>,
+}
+
+/// For each step, the BatchNorm (and in-place activation, [`Operator::in_place`]) before it
+/// whose map it may apply to its data (first) input as it reads it
+/// ([`crate::ops::Operator::forward_prepared_mapped`]): pre-activation networks (DenseNet,
+/// ResNet v2) run BatchNorm → ReLU → convolution where no convolution comes before the
+/// BatchNorm to fold it into. Each output in the chain is read by the next step alone (once,
+/// as its data) and is not a graph output; the BatchNorm's parameters and statistics are
+/// bound variables. Whether the ops support it is asked when the pass runs; a BatchNorm
+/// folded into the convolution before it ([`folds`], at no cost at all) is not mapped.
+pub(super) fn mapped_inputs(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<MappedInput>> {
+    let sole = sole_readers(steps, heads);
+    let feeds = |s: usize, k: usize| sole[s] == Some(k) && steps[k].inputs.first() == Some(&(s, 0));
+    // Whether the step is a per-channel map in the pass is asked when it runs
+    // (`Operator::inference_affine`).
+    let may_map = |i: usize| {
+        steps[i].node.inst.is_some()
+            && steps[i].inputs.len() > 1
+            && steps[i].inputs[1..]
+                .iter()
+                .all(|&(p, _)| steps[p].var.is_some())
+    };
+    (0..steps.len())
+        .map(|k| {
+            let &(s, _) = steps[k].inputs.first()?;
+            // The reader has parameters to prepare (a convolution's weight).
+            if steps[k].node.inst.is_none() || steps[k].inputs.len() < 2 {
+                return None;
+            }
+            if !feeds(s, k) {
+                return None;
+            }
+            if may_map(s) {
+                return Some(MappedInput { bn: s, act: None });
+            }
+            let map = steps[s].node.inst.as_ref()?.in_place()?;
+            let &[(i, 0)] = &steps[s].inputs[..] else {
+                return None;
+            };
+            (feeds(i, s) && may_map(i)).then_some(MappedInput {
+                bn: i,
+                act: Some((s, map)),
+            })
+        })
+        .collect()
+}
+
 /// For each op step that is not a graph output: the one step reading its outputs, if only one
 /// does (through one input slot).
 fn sole_readers(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usize>> {

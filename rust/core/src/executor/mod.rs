@@ -7,7 +7,8 @@ use crate::ops::{self, InPlace, OpCtx};
 use crate::symbol::{Node, Symbol};
 use crate::tensor::{DType, NDArray};
 use blocks::SampleBlocks;
-use fusion::{folds, fusions};
+use fusion::{folds, fusions, mapped_inputs, MappedInput};
+use inference::Call;
 use prepared::PreparedCache;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use std::time::Instant;
 mod backward;
 mod blocks;
 mod fusion;
+mod inference;
 mod prepared;
 pub mod profile;
 
@@ -99,6 +101,10 @@ pub struct Executor {
     fuse_into: Vec<Option<(usize, InPlace)>>,
     /// See [`folds`].
     fold_into: Vec<Option<usize>>,
+    /// See [`mapped_inputs`].
+    map_input: Vec<Option<MappedInput>>,
+    /// For each BatchNorm step in `map_input`, the step that maps its input.
+    mapped_by: Vec<Option<usize>>,
     arg_names: Vec<String>,
     aux_names: Vec<String>,
     /// Argument values, in `list_arguments` order.
@@ -131,6 +137,10 @@ pub struct Executor {
     /// where that op declines to fold (an activation, an add, a Concat), the decline must
     /// not stand for the convolution's own prepared state.
     folded: PreparedCache,
+    /// The same two for steps whose data input comes mapped (see [`mapped_inputs`]): their
+    /// weight is packed for other kernels.
+    mapped: PreparedCache,
+    mapped_folded: PreparedCache,
     /// Inference in blocks of samples, when set (see [`Executor::set_sample_blocks`]).
     blocks: Option<SampleBlocks>,
 }
@@ -234,6 +244,13 @@ impl Executor {
         let last_use = last_uses(&steps, &heads);
         let fuse_into = fusions(&steps, &heads);
         let fold_into = folds(&steps, &heads);
+        let map_input = mapped_inputs(&steps, &heads);
+        let mut mapped_by = vec![None; steps.len()];
+        for (k, m) in map_input.iter().enumerate() {
+            if let Some(m) = m {
+                mapped_by[m.bn] = Some(k);
+            }
+        }
         let steps_len = steps.len();
         Ok(Executor {
             symbol: symbol.clone(),
@@ -243,6 +260,8 @@ impl Executor {
             last_use,
             fuse_into,
             fold_into,
+            map_input,
+            mapped_by,
             arg_names,
             aux_names,
             arg_arrays: args.into_iter().map(|a| a.as_in_context(ctx)).collect(),
@@ -259,6 +278,8 @@ impl Executor {
             head_ones: Vec::new(),
             prepared: PreparedCache::new(steps_len),
             folded: PreparedCache::new(steps_len),
+            mapped: PreparedCache::new(steps_len),
+            mapped_folded: PreparedCache::new(steps_len),
             blocks: None,
         })
     }
@@ -429,6 +450,8 @@ impl Executor {
     pub fn release_pass(&mut self) {
         self.prepared.clear();
         self.folded.clear();
+        self.mapped.clear();
+        self.mapped_folded.clear();
         if let Some(b) = &mut self.blocks {
             b.release();
         }
@@ -591,8 +614,20 @@ impl Executor {
         let mut precomputed: Vec<Option<Vec<NDArray>>> = vec![None; self.steps.len()];
         let mut fused_steps = 0;
         let profiling = profile::running();
+        let inference = no_grad && !is_train && self.monitor.is_none();
+        // Inputs deferred to the step that maps them as it reads them (see `mapped_inputs`).
+        let mut deferred: Vec<Option<(NDArray, ops::InputMap)>> = vec![None; self.steps.len()];
         for (si, step) in self.steps.iter().enumerate() {
             let node = &step.node;
+            if inference && precomputed[si].is_none() {
+                if let Some((k, d)) = self.defer(&values, si).transpose()? {
+                    if let Some((j, _)) = self.map_input[k].and_then(|m| m.act) {
+                        precomputed[j] = Some(Vec::new());
+                    }
+                    precomputed[si] = Some(Vec::new());
+                    deferred[k] = Some(d);
+                }
+            }
             let outs = match (&node.inst, step.var) {
                 // Variables are read from the argument / aux arrays (see `value`): holding a
                 // second reference here would make the optimizer's in-place update copy.
@@ -609,9 +644,16 @@ impl Executor {
                 (Some(inst), None) => {
                     let start = profiling.then(Instant::now);
                     let na = node.num_arguments();
-                    let ins: Vec<NDArray> = step.inputs[..na]
+                    // A data input deferred by its BatchNorm (see `mapped_inputs`): the
+                    // BatchNorm's own input and map.
+                    let mapped = deferred[si].take();
+                    let mut ins: Vec<NDArray> = step.inputs[..na]
                         .iter()
-                        .map(|&(s, o)| self.value(&values, s, o).clone())
+                        .enumerate()
+                        .map(|(p, &(s, o))| match (&mapped, p) {
+                            (Some((raw, _)), 0) => raw.clone(),
+                            _ => self.value(&values, s, o).clone(),
+                        })
                         .collect();
                     let (aux_pos, mut aux) = self.gather_aux(step, na);
                     let ctx = OpCtx {
@@ -624,38 +666,31 @@ impl Executor {
                             self.monitor.is_none() && (map.keeps_gradient() || no_grad)
                         })
                     };
-                    // At inference, BatchNorm folded into this convolution (and the
-                    // activation after it run inside).
-                    let folded = match self.fold_into[si] {
-                        Some(j) if no_grad && !is_train && self.monitor.is_none() => self
-                            .fold(&values, si, j, act(j), &ctx, &ins)
-                            .transpose()?
-                            .map(|(outs, bn_outs, k)| {
-                                if let Some(k) = k {
-                                    precomputed[k] = Some(vec![outs[0].clone()]);
-                                }
-                                precomputed[j] = Some(bn_outs);
-                                outs
-                            }),
-                        _ => None,
-                    };
-                    // At inference, the op's parameters prepared once (kept between passes).
-                    let prepared_run = match folded {
-                        Some(_) => None,
-                        None if no_grad && !is_train && self.monitor.is_none() => {
-                            let then = act(si);
-                            self.prepared_forward(si, then, &ctx, &ins)
-                                .transpose()?
-                                .map(|(outs, k)| {
-                                    if let Some(k) = k {
-                                        precomputed[k] = Some(vec![outs[0].clone()]);
-                                    }
-                                    outs
-                                })
+                    // At inference: parameters prepared once (kept between passes), BatchNorm
+                    // folded in, the input mapped on the way in.
+                    let mut prepared_run = None;
+                    if inference {
+                        let map = mapped.as_ref().map(|(_, m)| m);
+                        let call = Call {
+                            ctx: &ctx,
+                            ins: &ins,
+                            map,
+                        };
+                        prepared_run =
+                            self.run_prepared(&values, si, &act, &call, &mut precomputed)?;
+                        if prepared_run.is_none() && mapped.is_some() {
+                            // Declined: the BatchNorm (and activation) run first after all.
+                            ins[0] = self.materialize(&values, si, &ins[0])?;
+                            let call = Call {
+                                ctx: &ctx,
+                                ins: &ins,
+                                map: None,
+                            };
+                            prepared_run =
+                                self.run_prepared(&values, si, &act, &call, &mut precomputed)?;
                         }
-                        None => None,
-                    };
-                    let outs = match folded.or(prepared_run) {
+                    }
+                    let outs = match prepared_run {
                         Some(outs) => outs,
                         None => {
                             let then = act(si);
@@ -734,119 +769,6 @@ impl Executor {
         self.values = values;
         self.last_train = Some(is_train);
         Ok(())
-    }
-
-    /// Runs step `si` with step `j` (BatchNorm at inference) folded into it and `act` (the
-    /// activation after `j`) run inside: (si's outputs, j's outputs, the activation's step).
-    /// The folded parameters are kept between passes (see [`PreparedCache`]) when they are
-    /// all bound arrays. `None` when either op declines (see [`folds`]); errors name the node
-    /// at fault.
-    #[allow(clippy::type_complexity)]
-    fn fold(
-        &self,
-        values: &[Vec<NDArray>],
-        si: usize,
-        j: usize,
-        act: Option<(usize, InPlace)>,
-        ctx: &OpCtx,
-        ins: &[NDArray],
-    ) -> Option<Result<(Vec<NDArray>, Vec<NDArray>, Option<usize>)>> {
-        let (bn, conv) = (&self.steps[j].node, &self.steps[si].node);
-        let (bn_inst, conv_inst) = (bn.inst.as_ref()?, conv.inst.as_ref()?);
-        let na = bn.num_arguments();
-        let params: Vec<NDArray> = self.steps[j].inputs[1..na]
-            .iter()
-            .map(|&(s, o)| self.value(values, s, o).clone())
-            .collect();
-        let (_, aux) = self.gather_aux(&self.steps[j], na);
-        let bn_ctx = OpCtx {
-            is_train: ctx.is_train,
-            node: &bn.name,
-            need_grad: &[],
-        };
-        let make = || -> Option<Result<prepared::Made>> {
-            let affine = match bn_inst.inference_affine(&bn_ctx, &params, &aux)? {
-                Ok(a) => a,
-                Err(e) => return Some(Err(with_node(e, bn))),
-            };
-            match conv_inst.prepare(ctx, ins, Some(&affine))? {
-                Ok(p) => Some(Ok((p, affine.other_outputs))),
-                Err(e) => Some(Err(with_node(e, conv))),
-            }
-        };
-        let cacheable = self.params_bound(si) && self.params_bound(j);
-        let made = if cacheable {
-            let keys: Vec<NDArray> = ins[conv_inst.prepared_from(ins.len())]
-                .iter()
-                .chain(&params)
-                .chain(&aux)
-                .cloned()
-                .collect();
-            self.folded.get_or_make(si, &keys, make)?
-        } else {
-            make()?
-        };
-        let (prepared, extra) = match made {
-            Ok(m) => m,
-            Err(e) => return Some(Err(e)),
-        };
-        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
-        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
-        let outs = conv_inst.forward_prepared(ctx, ins, &prepared, epilogue)?;
-        Some(outs.map_err(|e| with_node(e, conv)).map(|outs| {
-            let mut bn_outs = vec![outs[0].clone()];
-            bn_outs.extend(extra);
-            (outs, bn_outs, act.map(|(k, _)| k))
-        }))
-    }
-
-    /// Runs step `si` at inference from its parameters prepared once (kept between passes,
-    /// see [`PreparedCache`]) with `act` (the activation after it) run inside: (its outputs,
-    /// the activation's step). `None` when the op has nothing to prepare or its parameters
-    /// are not all bound arrays.
-    #[allow(clippy::type_complexity)]
-    fn prepared_forward(
-        &self,
-        si: usize,
-        act: Option<(usize, InPlace)>,
-        ctx: &OpCtx,
-        ins: &[NDArray],
-    ) -> Option<Result<(Vec<NDArray>, Option<usize>)>> {
-        let node = &self.steps[si].node;
-        let inst = node.inst.as_ref()?;
-        let keys = inst.prepared_from(ins.len());
-        if keys.is_empty() || !self.params_bound(si) {
-            return None;
-        }
-        let make = || {
-            inst.prepare(ctx, ins, None)
-                .map(|r| r.map(|p| (p, Vec::new())).map_err(|e| with_node(e, node)))
-        };
-        let (prepared, _) = match self.prepared.get_or_make(si, &ins[keys], make)? {
-            Ok(m) => m,
-            Err(e) => return Some(Err(e)),
-        };
-        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
-        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
-        let outs = inst.forward_prepared(ctx, ins, &prepared, epilogue)?;
-        Some(
-            outs.map_err(|e| with_node(e, node))
-                .map(|outs| (outs, act.map(|(k, _)| k))),
-        )
-    }
-
-    /// Whether the inputs step `si` prepares from (its parameters, see
-    /// [`ops::Operator::prepared_from`]; aux states are always bound) are bound arrays rather
-    /// than other ops' outputs.
-    fn params_bound(&self, si: usize) -> bool {
-        let step = &self.steps[si];
-        let na = step.node.num_arguments().min(step.inputs.len());
-        let Some(inst) = step.node.inst.as_ref() else {
-            return false;
-        };
-        step.inputs[inst.prepared_from(na)]
-            .iter()
-            .all(|&(s, _)| self.steps[s].var.is_some())
     }
 
     /// The auxiliary-state inputs of `step` (after its `na` arguments): their positions in

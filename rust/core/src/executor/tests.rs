@@ -668,3 +668,116 @@ fn sample_blocks_match_the_whole_batch() {
     training.set_sample_blocks(&data, 3).unwrap();
     assert!(!training.runs_in_blocks(false), "gradients requested");
 }
+
+/// A 1×1 convolution with `filters` outputs.
+fn conv1x1(x: Symbol, name: &str, filters: usize) -> Symbol {
+    let filters = filters.to_string();
+    Symbol::create(
+        "Convolution",
+        Some(name),
+        &[("kernel", "(1, 1)"), ("num_filter", filters.as_str())],
+        vec![(None, x)],
+    )
+    .unwrap()
+}
+
+/// `filled_executor` with every BatchNorm's moving statistics set apart from 0 and 1 (means
+/// around 0, variances in (0.5, 1.5)), so a map applied to the padding would show.
+fn with_statistics(mut e: Executor) -> Executor {
+    for (k, name) in e.aux_names.clone().iter().enumerate() {
+        let n = e.aux_arrays[k].size();
+        let v: Vec<f32> = (0..n)
+            .map(|i| match name.ends_with("var") {
+                true => 0.5 + (i % 5) as f32 / 5.0,
+                false => 0.1 * (i % 4) as f32 - 0.15,
+            })
+            .collect();
+        e.set_aux(name, NDArray::from_vec(&[n], v).unwrap())
+            .unwrap();
+    }
+    e
+}
+
+/// At inference, BatchNorm → activation → convolution (pre-activation networks: DenseNet,
+/// ResNet v2) runs as one step, the convolution mapping its input as it reads it: 1×1
+/// windows, a 3×3 window on the direct kernel's padded image, relu, clip or no activation, a
+/// BatchNorm after the convolution folded in as well (DenseNet's layer). Each matches the
+/// plain pass (a monitor turns the plans off), twice in a row (the prepared state kept).
+/// Where the convolution declines — tanh between, a 3×3 window over 5² images (not tiled)
+/// — the BatchNorm and activation run first and the output is the same.
+#[test]
+fn batchnorm_maps_the_input_of_the_convolution_after_it() {
+    let bn = |x: Symbol| layer("BatchNorm", &[("fix_gamma", "False")], x);
+    let relu = |x: Symbol| layer("Activation", &[("act_type", "relu")], x);
+    // (A ReLU after the stem: a BatchNorm right after a convolution folds into it instead.)
+    let stem = |c| relu(conv3x3(Symbol::variable("data"), "stem", c));
+    let clip = |x| layer("clip", &[("a_min", "-0.1"), ("a_max", "0.3")], x);
+    let tanh = |x| layer("Activation", &[("act_type", "tanh")], x);
+    let dense = |x| conv3x3(relu(bn(conv1x1(relu(bn(x)), "c1", 16))), "c2", 4);
+    let cases: Vec<(&str, Symbol, [usize; 4], bool)> = vec![
+        (
+            "1x1 relu",
+            conv1x1(relu(bn(stem(12))), "c", 20),
+            [1, 3, 9, 9],
+            true,
+        ),
+        (
+            "1x1 batch",
+            conv1x1(relu(bn(stem(12))), "c", 20),
+            [3, 3, 9, 9],
+            true,
+        ),
+        (
+            "1x1 clip",
+            conv1x1(clip(bn(stem(12))), "c", 20),
+            [1, 3, 9, 9],
+            true,
+        ),
+        (
+            "1x1 alone",
+            conv1x1(bn(stem(12)), "c", 20),
+            [1, 3, 9, 9],
+            true,
+        ),
+        (
+            "3x3 direct",
+            conv3x3(relu(bn(stem(6))), "c", 8),
+            [2, 3, 20, 20],
+            true,
+        ),
+        ("dense layer", dense(stem(12)), [1, 3, 30, 30], true),
+        (
+            "tanh",
+            conv1x1(tanh(bn(stem(12))), "c", 20),
+            [1, 3, 9, 9],
+            false,
+        ),
+        (
+            "3x3 small",
+            conv3x3(relu(bn(stem(6))), "c", 8),
+            [1, 3, 5, 5],
+            false,
+        ),
+    ];
+    for (what, net, shape, maps) in cases {
+        let mut fast = with_statistics(filled_executor(&net, &shape, GradReq::Null, false));
+        let mut plain = with_statistics(filled_executor(&net, &shape, GradReq::Null, true));
+        for pass in 0..2 {
+            let kept = [&fast.mapped, &fast.mapped_folded].map(|c| c.addresses());
+            prepared_pass(&mut fast, &mut plain, 1e-5);
+            let now = [&fast.mapped, &fast.mapped_folded].map(|c| c.addresses());
+            let made = now.iter().flatten().flatten().count();
+            assert_eq!(made > 0, maps, "{what}");
+            if pass == 1 {
+                assert_eq!(kept, now, "{what}: the mapped state was made again");
+            }
+        }
+        // Nothing is mapped in a pass that keeps values for a backward.
+        let mut train = with_statistics(filled_executor(&net, &shape, GradReq::Write, false));
+        train.forward(false).unwrap();
+        assert!(
+            train.mapped.addresses().iter().all(Option::is_none),
+            "{what}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! uses the same three passes with the roles of forward and data gradient swapped).
 
 pub use super::conv_packed::{conv_forward_packed, packs_weight};
-pub use super::conv_tiled::{conv_forward_tiled, tiles_weight};
+pub use super::conv_tiled::{conv_forward_tiled, tiles_mapped, tiles_weight, InputMap};
 use super::conv_trim::Trimmed;
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
 use super::gemm::{gemm_split, MatRef};

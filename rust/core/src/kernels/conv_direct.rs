@@ -23,7 +23,9 @@
 
 use super::conv::ConvGeom;
 use super::conv_packed::SendPtr;
-use super::conv_tiled::{copy_every_other, epilogue_tiles, run_ending_at, FilterPanels, LANES, MR};
+use super::conv_tiled::{
+    copy_every_other, epilogue_tiles, run_ending_at, FilterPanels, InputMap, LANES, MR,
+};
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
 use super::tuning::{DIRECT_MAX_WEIGHT, DIRECT_STRIDED_MAX_ROWS};
@@ -119,7 +121,7 @@ fn padded_len(g: &ConvGeom) -> usize {
 /// each sample's tiles split across the pool.
 pub(super) fn forward(
     g: &ConvGeom,
-    x: &[f32],
+    (x, map): (&[f32], Option<&InputMap>),
     w: &FilterPanels,
     bias: Option<&[f32]>,
     y: &mut [f32],
@@ -139,7 +141,7 @@ pub(super) fn forward(
     let plen = padded_len(g);
     let sample = |(n, y_n): (usize, &mut [f32]), inner: bool| {
         let mut xp = Scratch::take(plen);
-        pad_image(g, &x[n * c * il..(n + 1) * c * il], &mut xp, inner);
+        pad_image(g, (&x[n * c * il..(n + 1) * c * il], map), &mut xp, inner);
         let pr = Direct {
             g,
             w,
@@ -154,11 +156,11 @@ pub(super) fn forward(
     g.per_sample(y, sample)
 }
 
-/// Writes `x_n (channels, input)` into `xp` zero-padded and split into phases, `(channels,
-/// phases, Hq, Wq)`: phase `(a, b)`'s value `(i, j)` is the padded image's `(i·sh + a,
-/// j·sw + b)`. Then zeros the slack after it; channels split across the pool when `split` and
-/// the copy is large.
-fn pad_image(g: &ConvGeom, x_n: &[f32], xp: &mut [f32], split: bool) {
+/// Writes `x_n (channels, input)` (through `map`, if any) into `xp` zero-padded and split
+/// into phases, `(channels, phases, Hq, Wq)`: phase `(a, b)`'s value `(i, j)` is the padded
+/// image's `(i·sh + a, j·sw + b)`. Then zeros the slack after it; channels split across the
+/// pool when `split` and the copy is large.
+fn pad_image(g: &ConvGeom, (x_n, map): (&[f32], Option<&InputMap>), xp: &mut [f32], split: bool) {
     let (hq, wq) = padded(g);
     let [_, ih, iw] = g.input;
     let [_, sh, sw] = g.stride;
@@ -190,13 +192,20 @@ fn pad_image(g: &ConvGeom, x_n: &[f32], xp: &mut [f32], split: bool) {
                 }
                 let first = lo * sw + b - pw;
                 let run = &src[iy * iw + first..(iy + 1) * iw];
-                if sw == 1 {
-                    row[lo..hi].copy_from_slice(&run[..hi - lo]);
-                } else if sw == 2 {
-                    copy_every_other(&mut row[lo..hi], run);
-                } else {
-                    for (d, v) in row[lo..hi].iter_mut().zip(run.iter().step_by(sw)) {
-                        *d = *v;
+                match (sw, map) {
+                    (1, Some(m)) => m.apply_into(ci, run, &mut row[lo..hi]),
+                    (1, None) => row[lo..hi].copy_from_slice(&run[..hi - lo]),
+                    _ => {
+                        if sw == 2 {
+                            copy_every_other(&mut row[lo..hi], run);
+                        } else {
+                            for (d, v) in row[lo..hi].iter_mut().zip(run.iter().step_by(sw)) {
+                                *d = *v;
+                            }
+                        }
+                        if let Some(m) = map {
+                            m.apply(ci, &mut row[lo..hi]);
+                        }
                     }
                 }
             }
@@ -499,9 +508,9 @@ mod tests {
                 let out = &mut got[..batch * f * g.out_len()];
                 if wide {
                     // Through the packed-weight entry point, which hands the geometry here.
-                    conv_forward_tiled(&g, &x, &panels, Some(&b), out, Some(&relu)).unwrap();
+                    conv_forward_tiled(&g, &x, None, &panels, Some(&b), out, Some(&relu)).unwrap();
                 } else {
-                    forward(&g, &x, &panels, Some(&b), out, Some(&relu), false).unwrap();
+                    forward(&g, (&x, None), &panels, Some(&b), out, Some(&relu), false).unwrap();
                 }
                 for (i, (a, e)) in got.iter().zip(&want).enumerate() {
                     assert!(

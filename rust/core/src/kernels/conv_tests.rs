@@ -3,6 +3,7 @@ use super::*;
 use crate::kernels::conv_packed::PackedFilters;
 use crate::kernels::conv_tiled::FilterPanels;
 use crate::kernels::depthwise::depthwise_parallel;
+use crate::kernels::unary::AffineAct;
 
 fn vals(n: usize, seed: usize) -> Vec<f32> {
     (0..n)
@@ -426,6 +427,113 @@ fn packed_weights_match_the_gemm_path() {
 /// crossing output rows, strides with padding, a 3-D kernel; with bias and an epilogue.
 #[test]
 fn tiled_weights_match_the_gemm_path() {
+    for g in tiled_cases() {
+        let x = vals(g.batch * g.channels * g.in_len(), 25);
+        let w = vals(g.weight_len(), 26);
+        let b = vals(g.filters, 27);
+        let panels = FilterPanels::new(&w, g.filters, g.col_rows());
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+        let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+        let mut want = y.clone();
+        conv_forward_tiled(&g, &x, None, &panels, Some(&b), &mut y, Some(&relu)).unwrap();
+        conv_forward_gemm(&g, &x, &w, Some(&b), &mut want, Some(&relu)).unwrap();
+        close(&y, &want);
+        // A weight packed for another geometry is an error, not a read out of bounds.
+        let other = FilterPanels::new(&w, g.filters - 1, g.col_rows());
+        assert!(conv_forward_tiled(&g, &x, None, &other, None, &mut y, None).is_err());
+    }
+}
+
+/// An input map applied as the tiled and direct kernels read their columns gives the very
+/// bits of the input mapped first: the matrix of a 1×1 convolution, columns gathered with
+/// padding and strides, the direct kernel's padded image (stride 1 and phases); relu, clip
+/// and no activation after the affine map. The padding stays zero (the map's offsets are
+/// not, so a mapped pad would show). A map of the wrong length is an error.
+#[test]
+fn mapped_inputs_match_mapping_first() {
+    let (mut pointwise, mut gathered, mut direct) = (0, 0, 0);
+    let mut cases = tiled_cases();
+    // The direct kernel, stride 1 and stride 2 (its image split into phases).
+    cases.push(mk(
+        2,
+        16,
+        20,
+        1,
+        [1, 30, 30],
+        [1, 3, 3],
+        [1; 3],
+        [1; 3],
+        [0, 1, 1],
+    ));
+    cases.push(mk(
+        1,
+        3,
+        12,
+        1,
+        [1, 40, 40],
+        [1, 3, 3],
+        [1, 2, 2],
+        [1; 3],
+        [0, 1, 1],
+    ));
+    let acts = [
+        AffineAct::Relu,
+        AffineAct::Identity,
+        AffineAct::Clip { lo: -0.25, hi: 0.5 },
+    ];
+    for (i, g) in cases.into_iter().enumerate() {
+        let x = vals(g.batch * g.channels * g.in_len(), 25);
+        let w = vals(g.weight_len(), 26);
+        let b = vals(g.filters, 27);
+        let scale: Vec<f32> = (0..g.channels)
+            .map(|c| 0.5 + (c % 5) as f32 * 0.3)
+            .collect();
+        let shift: Vec<f32> = (0..g.channels)
+            .map(|c| 0.25 - (c % 3) as f32 * 0.2)
+            .collect();
+        let map = InputMap {
+            scale: &scale,
+            shift: &shift,
+            act: acts[i % acts.len()],
+        };
+        let mut mapped = x.clone();
+        for (i, v) in mapped.iter_mut().enumerate() {
+            map.apply(i / g.in_len() % g.channels, std::slice::from_mut(v));
+        }
+        let panels = FilterPanels::new(&w, g.filters, g.col_rows());
+        let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
+        let mut want = y.clone();
+        conv_forward_tiled(&g, &x, Some(&map), &panels, Some(&b), &mut y, None).unwrap();
+        conv_forward_tiled(&g, &mapped, None, &panels, Some(&b), &mut want, None).unwrap();
+        assert_eq!(
+            y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{g:?}"
+        );
+        match (
+            g.is_pointwise(),
+            crate::kernels::conv_direct::runs_direct(&g),
+        ) {
+            (true, _) => pointwise += 1,
+            (_, true) => direct += usize::from(g.pad != [0; 3]),
+            _ => gathered += usize::from(g.pad != [0; 3]),
+        }
+        let short = InputMap {
+            shift: &shift[1..],
+            ..map
+        };
+        let r = conv_forward_tiled(&g, &x, Some(&short), &panels, None, &mut y, None);
+        assert!(r.is_err(), "{g:?}");
+    }
+    assert!(
+        pointwise > 0 && gathered > 0 && direct > 1,
+        "{pointwise} {gathered} {direct}"
+    );
+}
+
+/// The one-group geometries of [`geoms`] and larger ones for the tiled path: several tiles
+/// and k blocks, a row of tiles crossing output rows, strides with padding, a 3-D kernel.
+fn tiled_cases() -> Vec<ConvGeom> {
     let mut cases: Vec<ConvGeom> = geoms().into_iter().filter(|g| g.groups == 1).collect();
     cases.push(mk(
         1,
@@ -482,21 +590,7 @@ fn tiled_weights_match_the_gemm_path() {
         [1; 3],
         [0; 3],
     ));
-    for g in cases {
-        let x = vals(g.batch * g.channels * g.in_len(), 25);
-        let w = vals(g.weight_len(), 26);
-        let b = vals(g.filters, 27);
-        let panels = FilterPanels::new(&w, g.filters, g.col_rows());
-        let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
-        let mut y = vec![f32::NAN; g.batch * g.filters * g.out_len()];
-        let mut want = y.clone();
-        conv_forward_tiled(&g, &x, &panels, Some(&b), &mut y, Some(&relu)).unwrap();
-        conv_forward_gemm(&g, &x, &w, Some(&b), &mut want, Some(&relu)).unwrap();
-        close(&y, &want);
-        // A weight packed for another geometry is an error, not a read out of bounds.
-        let other = FilterPanels::new(&w, g.filters - 1, g.col_rows());
-        assert!(conv_forward_tiled(&g, &x, &other, None, &mut y, None).is_err());
-    }
+    cases
 }
 
 /// Which inference convolutions take the tiled path: 3×3 over wide rows, over a batch only

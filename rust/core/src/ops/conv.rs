@@ -2,21 +2,33 @@
 //! GEMM kernels of `kernels::conv`.
 
 use super::{
-    check_or_fill, known, ChannelAffine, Epilogue, MaybeShape, OpCtx, OpDef, Operator, Params,
-    Prepared,
+    check_or_fill, known, ChannelAffine, Epilogue, InPlace, InputMap, MaybeShape, OpCtx, OpDef,
+    Operator, Params, Prepared,
 };
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
     add_channel_bias, channel_sums, conv_backward_data, conv_backward_weight, conv_forward,
     conv_forward_packed, conv_forward_tiled, conv_out_size, live_geometry, live_weight,
-    packs_weight, tiles_weight, ConvGeom,
+    packs_weight, tiles_mapped, tiles_weight, ConvGeom, InputMap as KernelMap,
 };
 use crate::kernels::conv_packed::PackedFilters;
 use crate::kernels::conv_tiled::FilterPanels;
 use crate::kernels::par::overwritten;
+use crate::kernels::unary::AffineAct;
 use crate::tensor::NDArray;
 use std::borrow::Cow;
 use std::sync::Arc;
+
+/// The activation of an input map as the kernels apply it: relu and clip. `None` for the
+/// others (tanh, sigmoid: the executor runs the map's ops first).
+fn kernel_act(map: &InputMap) -> Option<AffineAct> {
+    match map.then {
+        None => Some(AffineAct::Identity),
+        Some(InPlace::Unary(u)) if u.name == "relu" => Some(AffineAct::Relu),
+        Some(InPlace::Clip { lo, hi }) => Some(AffineAct::Clip { lo, hi }),
+        Some(InPlace::Unary(_)) => None,
+    }
+}
 
 /// A convolution's parameters prepared for inference passes ([`Operator::prepare`]).
 struct ConvPrepared {
@@ -403,6 +415,74 @@ impl Conv {
         self.forward_parts(ctx, data, w, self.bias(inputs)?, epilogue)
     }
 
+    /// [`Operator::prepare`], or with `mapped` [`Operator::prepare_mapped`]: a mapped input
+    /// is read by the tiled kernels alone (they map each value as they gather it), for the
+    /// geometries of [`tiles_mapped`].
+    fn prepare_for(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: Option<&ChannelAffine>,
+        mapped: bool,
+    ) -> Option<Result<Prepared>> {
+        if self.deconv || affine.is_some_and(|a| a.scale.len() != self.num_filter) {
+            return None;
+        }
+        let (full, _) = match self.geometry(ctx.node, inputs.first()?.shape()) {
+            Ok(g) => g,
+            Err(e) => return Some(Err(e)),
+        };
+        // The packed kernels run without the taps that only read padding (a 3×3 window over
+        // a 1×1 image keeps its centre): their weight is cut once here.
+        let g = live_geometry(&full);
+        let (pack, tile) = match mapped {
+            true if tiles_mapped(&g) => (false, true),
+            true => return None,
+            false => (packs_weight(&g), tiles_weight(&g)),
+        };
+        if affine.is_none() && !pack && !tile {
+            return None;
+        }
+        let prepare = || -> Result<Prepared> {
+            let weight = inputs
+                .get(1)
+                .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?;
+            let w = weight.f32s(&format!("{}: weight", self.op))?;
+            let bias = self.bias(inputs)?;
+            let (w, bias) = match affine {
+                // conv(x, w)·s + t = conv(x, w·s) + (b·s + t), per filter: the BatchNorm pass
+                // disappears into the weights and the bias.
+                Some(a) => {
+                    let mut w = w.to_vec();
+                    let per_filter = (w.len() / self.num_filter).max(1);
+                    for (row, &s) in w.chunks_mut(per_filter).zip(&a.scale) {
+                        row.iter_mut().for_each(|v| *v *= s);
+                    }
+                    let b: Vec<f32> = (0..self.num_filter)
+                        .map(|f| bias.map_or(0.0, |b| b[f]) * a.scale[f] + a.shift[f])
+                        .collect();
+                    (Cow::Owned(w), Some(b))
+                }
+                None => (Cow::Borrowed(w), None),
+            };
+            let cut = (pack || tile).then(|| live_weight(&full, &w)).flatten();
+            let w = cut.map_or(w, Cow::Owned);
+            let packed = pack.then(|| PackedFilters::new(&w, self.num_filter, g.col_rows()));
+            let tiled = tile.then(|| FilterPanels::new(&w, self.num_filter, g.col_rows()));
+            Ok(Arc::new(ConvPrepared {
+                // A packed copy is all the kernels read.
+                weight: match (packed.is_some() || tiled.is_some(), w) {
+                    (false, Cow::Owned(w)) => Some(w),
+                    _ => None,
+                },
+                bias,
+                packed,
+                tiled,
+            }))
+        };
+        Some(prepare())
+    }
+
     /// The bias input's values, unless no_bias.
     fn bias<'a>(&self, inputs: &'a [NDArray]) -> Result<Option<&'a [f32]>> {
         match (self.no_bias, inputs.get(2)) {
@@ -507,58 +587,52 @@ impl Operator for Conv {
         inputs: &[NDArray],
         affine: Option<&ChannelAffine>,
     ) -> Option<Result<Prepared>> {
-        if self.deconv || affine.is_some_and(|a| a.scale.len() != self.num_filter) {
-            return None;
-        }
-        let (full, _) = match self.geometry(ctx.node, inputs.first()?.shape()) {
-            Ok(g) => g,
-            Err(e) => return Some(Err(e)),
+        self.prepare_for(ctx, inputs, affine, false)
+    }
+
+    fn prepare_mapped(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: Option<&ChannelAffine>,
+        map: &InputMap,
+    ) -> Option<Result<Prepared>> {
+        kernel_act(map)?;
+        self.prepare_for(ctx, inputs, affine, true)
+    }
+
+    fn forward_prepared_mapped(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        prepared: &Prepared,
+        map: &InputMap,
+        epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        let p = prepared.downcast_ref::<ConvPrepared>()?;
+        let w = p.tiled.as_ref()?;
+        let map = KernelMap {
+            scale: &map.affine.scale,
+            shift: &map.affine.shift,
+            act: kernel_act(map)?,
         };
-        // The packed kernels run without the taps that only read padding (a 3×3 window over
-        // a 1×1 image keeps its centre): their weight is cut once here.
-        let g = live_geometry(&full);
-        let (pack, tile) = (packs_weight(&g), tiles_weight(&g));
-        if affine.is_none() && !pack && !tile {
-            return None;
-        }
-        let prepare = || -> Result<Prepared> {
-            let weight = inputs
-                .get(1)
+        let run = || -> Result<Vec<NDArray>> {
+            let data = inputs
+                .first()
                 .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?;
-            let w = weight.f32s(&format!("{}: weight", self.op))?;
-            let bias = self.bias(inputs)?;
-            let (w, bias) = match affine {
-                // conv(x, w)·s + t = conv(x, w·s) + (b·s + t), per filter: the BatchNorm pass
-                // disappears into the weights and the bias.
-                Some(a) => {
-                    let mut w = w.to_vec();
-                    let per_filter = (w.len() / self.num_filter).max(1);
-                    for (row, &s) in w.chunks_mut(per_filter).zip(&a.scale) {
-                        row.iter_mut().for_each(|v| *v *= s);
-                    }
-                    let b: Vec<f32> = (0..self.num_filter)
-                        .map(|f| bias.map_or(0.0, |b| b[f]) * a.scale[f] + a.shift[f])
-                        .collect();
-                    (Cow::Owned(w), Some(b))
-                }
-                None => (Cow::Borrowed(w), None),
+            let bias = match &p.bias {
+                Some(b) => Some(b.as_slice()),
+                None => self.bias(inputs)?,
             };
-            let cut = (pack || tile).then(|| live_weight(&full, &w)).flatten();
-            let w = cut.map_or(w, Cow::Owned);
-            let packed = pack.then(|| PackedFilters::new(&w, self.num_filter, g.col_rows()));
-            let tiled = tile.then(|| FilterPanels::new(&w, self.num_filter, g.col_rows()));
-            Ok(Arc::new(ConvPrepared {
-                // A packed copy is all the kernels read.
-                weight: match (packed.is_some() || tiled.is_some(), w) {
-                    (false, Cow::Owned(w)) => Some(w),
-                    _ => None,
-                },
-                bias,
-                packed,
-                tiled,
-            }))
+            let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
+            let g = live_geometry(&g);
+            let x = data.f32s(&format!("{}: data", self.op))?;
+            let fill = |y: &mut [f32]| conv_forward_tiled(&g, x, Some(&map), w, bias, y, epilogue);
+            // SAFETY: the tiled kernels write the whole output.
+            let y = unsafe { overwritten(out_shape.iter().product(), fill) }?;
+            Ok(vec![NDArray::from_f32(&out_shape, y)?])
         };
-        Some(prepare())
+        Some(run())
     }
 
     fn forward_prepared(
@@ -581,7 +655,9 @@ impl Operator for Conv {
             type Packed<'a> = &'a dyn Fn(&ConvGeom, &[f32], &mut [f32]) -> Result<()>;
             let packed: Option<Packed> = match (&p.packed, &p.tiled) {
                 (Some(w), _) => Some(&|g, x, y| conv_forward_packed(g, x, w, bias, y, epilogue)),
-                (_, Some(w)) => Some(&|g, x, y| conv_forward_tiled(g, x, w, bias, y, epilogue)),
+                (_, Some(w)) => {
+                    Some(&|g, x, y| conv_forward_tiled(g, x, None, w, bias, y, epilogue))
+                }
                 _ => None,
             };
             if let Some(run) = packed {

@@ -237,6 +237,45 @@ pub trait Operator: Send + Sync + fmt::Debug {
     ) -> Option<Result<Vec<NDArray>>> {
         None
     }
+    /// [`Operator::prepare`] for passes whose data input arrives still to be mapped by a map
+    /// of `map`'s kind (see [`Operator::forward_prepared_mapped`]; its values may change from
+    /// pass to pass). `None`: the op cannot read its input that way here (the executor then
+    /// runs the map's ops first, and this op as usual).
+    fn prepare_mapped(
+        &self,
+        _ctx: &OpCtx,
+        _inputs: &[NDArray],
+        _affine: Option<&ChannelAffine>,
+        _map: &InputMap,
+    ) -> Option<Result<Prepared>> {
+        None
+    }
+    /// [`Operator::forward_prepared`] from `prepared` (made by
+    /// [`Operator::prepare_mapped`]) with the data input `inputs[0]` passed through `map`
+    /// as the op reads it: the inference BatchNorm (and activation) before a convolution in
+    /// a pre-activation network, whose output is never written out. `None`: the op doesn't
+    /// support it.
+    fn forward_prepared_mapped(
+        &self,
+        _ctx: &OpCtx,
+        _inputs: &[NDArray],
+        _prepared: &Prepared,
+        _map: &InputMap,
+        _epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        None
+    }
+}
+
+/// A map over axis 1 of an op's data input that the op applies as it reads it
+/// ([`Operator::forward_prepared_mapped`]): the per-channel affine map (BatchNorm at
+/// inference), then the elementwise op after it, if any.
+#[derive(Clone, Debug)]
+pub struct InputMap {
+    /// The per-channel map (its other outputs are not used).
+    pub affine: ChannelAffine,
+    /// The elementwise map applied after it.
+    pub then: Option<InPlace>,
 }
 
 /// State an op derives from its parameters for repeated inference ([`Operator::prepare`]);
@@ -419,6 +458,34 @@ impl Operator for Float32Compute {
     ) -> Option<Result<Vec<NDArray>>> {
         if all_f32(inputs) {
             self.0.forward_prepared(ctx, inputs, prepared, epilogue)
+        } else {
+            None
+        }
+    }
+    fn prepare_mapped(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        affine: Option<&ChannelAffine>,
+        map: &InputMap,
+    ) -> Option<Result<Prepared>> {
+        if all_f32(inputs) {
+            self.0.prepare_mapped(ctx, inputs, affine, map)
+        } else {
+            None
+        }
+    }
+    fn forward_prepared_mapped(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        prepared: &Prepared,
+        map: &InputMap,
+        epilogue: Option<&Epilogue>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        if all_f32(inputs) {
+            self.0
+                .forward_prepared_mapped(ctx, inputs, prepared, map, epilogue)
         } else {
             None
         }

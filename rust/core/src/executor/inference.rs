@@ -1,0 +1,263 @@
+//! The inference passes' ways to run an op: from parameters prepared once, with the BatchNorm
+//! after it folded in, with the BatchNorm (and activation) before it mapping its input as it
+//! reads it — each tried only when the pass allows it and each op agrees (see `fusion`).
+
+use super::fusion::MappedInput;
+use super::{prepared, with_node, Executor};
+use crate::error::Result;
+use crate::ops::{self, InPlace, OpCtx};
+use crate::tensor::NDArray;
+
+/// The activation fused after a step, if the pass runs it inside (see `fusions`).
+pub(super) type FusedAct<'a> = &'a dyn Fn(usize) -> Option<(usize, InPlace)>;
+
+/// One op call of an inference pass: its context and inputs, and the map its data input
+/// comes through, if any.
+#[derive(Clone, Copy)]
+pub(super) struct Call<'a> {
+    pub ctx: &'a OpCtx<'a>,
+    pub ins: &'a [NDArray],
+    pub map: Option<&'a ops::InputMap>,
+}
+
+impl Executor {
+    /// Runs step `si` at inference from its prepared parameters: the BatchNorm after it folded
+    /// in when it plans so ([`Executor::fold`]), else its own ([`Executor::prepared_forward`]),
+    /// its data input mapped by the call's map as it reads it. The steps computed inside it are
+    /// filled into `precomputed`. `None` when the ops decline.
+    pub(super) fn run_prepared(
+        &self,
+        values: &[Vec<NDArray>],
+        si: usize,
+        act: FusedAct,
+        call: &Call,
+        precomputed: &mut [Option<Vec<NDArray>>],
+    ) -> Result<Option<Vec<NDArray>>> {
+        if let Some(j) = self.fold_into[si] {
+            if let Some(r) = self.fold(values, si, j, act(j), call) {
+                let (outs, bn_outs, k) = r?;
+                if let Some(k) = k {
+                    precomputed[k] = Some(vec![outs[0].clone()]);
+                }
+                precomputed[j] = Some(bn_outs);
+                return Ok(Some(outs));
+            }
+        }
+        let Some(r) = self.prepared_forward(si, act(si), call) else {
+            return Ok(None);
+        };
+        let (outs, k) = r?;
+        if let Some(k) = k {
+            precomputed[k] = Some(vec![outs[0].clone()]);
+        }
+        Ok(Some(outs))
+    }
+
+    /// When step `si` is a BatchNorm whose map the step reading it (through an activation, if
+    /// any) plans to apply to its input (see [`super::fusion::mapped_inputs`]): that step, and
+    /// the BatchNorm's input with the map, deferred to it. `None` when there is no such plan,
+    /// the reader's parameters are not bound (nothing to prepare from) or the BatchNorm is
+    /// not an affine map in this pass.
+    pub(super) fn defer(
+        &self,
+        values: &[Vec<NDArray>],
+        si: usize,
+    ) -> Option<Result<(usize, (NDArray, ops::InputMap))>> {
+        let k = self.mapped_by[si]?;
+        let act = self.map_input[k]?.act;
+        if !self.params_bound(k) {
+            return None;
+        }
+        let step = &self.steps[si];
+        let node = &step.node;
+        let na = node.num_arguments();
+        let params: Vec<NDArray> = step.inputs[1..na]
+            .iter()
+            .map(|&(s, o)| self.value(values, s, o).clone())
+            .collect();
+        let (_, aux) = self.gather_aux(step, na);
+        let ctx = OpCtx {
+            is_train: false,
+            node: &node.name,
+            need_grad: &[],
+        };
+        let affine = match node.inst.as_ref()?.inference_affine(&ctx, &params, &aux)? {
+            Ok(a) => a,
+            Err(e) => return Some(Err(with_node(e, node))),
+        };
+        let &(s, o) = step.inputs.first()?;
+        let raw = self.value(values, s, o).clone();
+        let then = act.map(|(_, map)| map);
+        Some(Ok((k, (raw, ops::InputMap { affine, then }))))
+    }
+
+    /// The data input of step `si` as its deferred BatchNorm and activation compute it
+    /// (each op's own forward, as without the plan), from the BatchNorm's input `raw`: for
+    /// when `si` declines to map it.
+    pub(super) fn materialize(
+        &self,
+        values: &[Vec<NDArray>],
+        si: usize,
+        raw: &NDArray,
+    ) -> Result<NDArray> {
+        let internal = || crate::error::Error::Msg(format!("internal: no input map at step {si}"));
+        let MappedInput { bn, act } = self.map_input[si].ok_or_else(internal)?;
+        let mut x = raw.clone();
+        for s in std::iter::once(bn).chain(act.map(|(j, _)| j)) {
+            let step = &self.steps[s];
+            let node = &step.node;
+            let inst = node.inst.as_ref().ok_or_else(internal)?;
+            let na = node.num_arguments();
+            let ins: Vec<NDArray> = std::iter::once(x)
+                .chain(
+                    step.inputs[1..na]
+                        .iter()
+                        .map(|&(p, o)| self.value(values, p, o).clone()),
+                )
+                .collect();
+            let (_, mut aux) = self.gather_aux(step, na);
+            let ctx = OpCtx {
+                is_train: false,
+                node: &node.name,
+                need_grad: &[],
+            };
+            let outs = inst
+                .forward(&ctx, &ins, &mut aux)
+                .map_err(|e| with_node(e, node))?;
+            x = outs.into_iter().next().ok_or_else(internal)?;
+        }
+        Ok(x)
+    }
+
+    /// Runs step `si` with step `j` (BatchNorm at inference) folded into it and `act` (the
+    /// activation after `j`) run inside: (si's outputs, j's outputs, the activation's step).
+    /// The folded parameters are kept between passes (see [`PreparedCache`]) when they are
+    /// all bound arrays. `None` when either op declines (see [`folds`]); errors name the node
+    /// at fault.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn fold(
+        &self,
+        values: &[Vec<NDArray>],
+        si: usize,
+        j: usize,
+        act: Option<(usize, InPlace)>,
+        &Call { ctx, ins, map }: &Call,
+    ) -> Option<Result<(Vec<NDArray>, Vec<NDArray>, Option<usize>)>> {
+        let (bn, conv) = (&self.steps[j].node, &self.steps[si].node);
+        let (bn_inst, conv_inst) = (bn.inst.as_ref()?, conv.inst.as_ref()?);
+        let na = bn.num_arguments();
+        let params: Vec<NDArray> = self.steps[j].inputs[1..na]
+            .iter()
+            .map(|&(s, o)| self.value(values, s, o).clone())
+            .collect();
+        let (_, aux) = self.gather_aux(&self.steps[j], na);
+        let bn_ctx = OpCtx {
+            is_train: ctx.is_train,
+            node: &bn.name,
+            need_grad: &[],
+        };
+        let make = || -> Option<Result<prepared::Made>> {
+            let affine = match bn_inst.inference_affine(&bn_ctx, &params, &aux)? {
+                Ok(a) => a,
+                Err(e) => return Some(Err(with_node(e, bn))),
+            };
+            let prepared = match map {
+                Some(m) => conv_inst.prepare_mapped(ctx, ins, Some(&affine), m)?,
+                None => conv_inst.prepare(ctx, ins, Some(&affine))?,
+            };
+            match prepared {
+                Ok(p) => Some(Ok((p, affine.other_outputs))),
+                Err(e) => Some(Err(with_node(e, conv))),
+            }
+        };
+        let cacheable = self.params_bound(si) && self.params_bound(j);
+        let made = if cacheable {
+            let keys: Vec<NDArray> = ins[conv_inst.prepared_from(ins.len())]
+                .iter()
+                .chain(&params)
+                .chain(&aux)
+                .cloned()
+                .collect();
+            let cache = match map {
+                Some(_) => &self.mapped_folded,
+                None => &self.folded,
+            };
+            cache.get_or_make(si, &keys, make)?
+        } else {
+            make()?
+        };
+        let (prepared, extra) = match made {
+            Ok(m) => m,
+            Err(e) => return Some(Err(e)),
+        };
+        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
+        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
+        let outs = match map {
+            Some(m) => conv_inst.forward_prepared_mapped(ctx, ins, &prepared, m, epilogue)?,
+            None => conv_inst.forward_prepared(ctx, ins, &prepared, epilogue)?,
+        };
+        Some(outs.map_err(|e| with_node(e, conv)).map(|outs| {
+            let mut bn_outs = vec![outs[0].clone()];
+            bn_outs.extend(extra);
+            (outs, bn_outs, act.map(|(k, _)| k))
+        }))
+    }
+
+    /// Runs step `si` at inference from its parameters prepared once (kept between passes,
+    /// see [`PreparedCache`]) with `act` (the activation after it) run inside: (its outputs,
+    /// the activation's step). `None` when the op has nothing to prepare or its parameters
+    /// are not all bound arrays.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn prepared_forward(
+        &self,
+        si: usize,
+        act: Option<(usize, InPlace)>,
+        &Call { ctx, ins, map }: &Call,
+    ) -> Option<Result<(Vec<NDArray>, Option<usize>)>> {
+        let node = &self.steps[si].node;
+        let inst = node.inst.as_ref()?;
+        let keys = inst.prepared_from(ins.len());
+        if keys.is_empty() || !self.params_bound(si) {
+            return None;
+        }
+        let make = || {
+            let prepared = match map {
+                Some(m) => inst.prepare_mapped(ctx, ins, None, m),
+                None => inst.prepare(ctx, ins, None),
+            };
+            prepared.map(|r| r.map(|p| (p, Vec::new())).map_err(|e| with_node(e, node)))
+        };
+        let cache = match map {
+            Some(_) => &self.mapped,
+            None => &self.prepared,
+        };
+        let (prepared, _) = match cache.get_or_make(si, &ins[keys], make)? {
+            Ok(m) => m,
+            Err(e) => return Some(Err(e)),
+        };
+        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
+        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
+        let outs = match map {
+            Some(m) => inst.forward_prepared_mapped(ctx, ins, &prepared, m, epilogue)?,
+            None => inst.forward_prepared(ctx, ins, &prepared, epilogue)?,
+        };
+        Some(
+            outs.map_err(|e| with_node(e, node))
+                .map(|outs| (outs, act.map(|(k, _)| k))),
+        )
+    }
+
+    /// Whether the inputs step `si` prepares from (its parameters, see
+    /// [`ops::Operator::prepared_from`]; aux states are always bound) are bound arrays rather
+    /// than other ops' outputs.
+    pub(super) fn params_bound(&self, si: usize) -> bool {
+        let step = &self.steps[si];
+        let na = step.node.num_arguments().min(step.inputs.len());
+        let Some(inst) = step.node.inst.as_ref() else {
+            return false;
+        };
+        step.inputs[inst.prepared_from(na)]
+            .iter()
+            .all(|&(s, _)| self.steps[s].var.is_some())
+    }
+}
