@@ -476,6 +476,11 @@ fn mapped_inputs_match_mapping_first() {
         [1; 3],
         [0, 1, 1],
     ));
+    // One sample split across the pool: a padded image per part, and one shared.
+    for (c, f, size) in [(16, 64, 40), (40, 8, 60)] {
+        let hw = [1, size, size];
+        cases.push(mk(1, c, f, 1, hw, [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]));
+    }
     let acts = [
         AffineAct::Relu,
         AffineAct::Identity,

@@ -84,6 +84,12 @@ pub const EPILOGUE_RUN_BYTES: usize = 1 << 18;
 /// filters and ran mostly empty on them.
 pub const POINTWISE_TILED_NARROW_FILTERS: usize = 32;
 
+/// Padded-image values up to which each part of a direct convolution split across the pool
+/// pads its own copy of the image (`kernels::conv_direct`) instead of sharing one. Over larger
+/// images the second copy costs more than it saves: 128 → 32 at 56² (430 K values) ran 3%
+/// slower with two.
+pub const DIRECT_OWN_PAD_MAX: usize = 1 << 17;
+
 /// Weight values up to which a 1×1 convolution whose input arrives through a BatchNorm's map
 /// (`kernels::conv_tiled::InputMap`) runs tiled, mapping each value as it packs it. The
 /// tiled loops pass over the whole weight once per tile of positions: DenseNet's 1024 → 512
