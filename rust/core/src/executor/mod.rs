@@ -633,7 +633,8 @@ impl Executor {
                 // second reference here would make the optimizer's in-place update copy.
                 (_, Some(_)) => Vec::new(),
                 (Some(_), None) if precomputed[si].is_some() => {
-                    // Computed by its producer: a call of no time of its own.
+                    // Computed by its producer (or, a mapped input, by its reader): a call
+                    // of no time of its own.
                     if profiling {
                         let d = std::time::Duration::ZERO;
                         profile::record(node.op_name(), &node.name, profile::Pass::Forward, d);

@@ -399,6 +399,11 @@ fn packed_weights_match_the_gemm_path() {
     cases.push(one);
     one.batch = 3;
     cases.push(one);
+    // Split across the pool, each part unfolding its own columns.
+    for (c, f, size) in [(128, 128, 8), (256, 256, 4), (40, 70, 5)] {
+        let hw = [1, size, size];
+        cases.push(mk(1, c, f, 1, hw, [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]));
+    }
     for g in cases {
         let x = vals(g.batch * g.channels * g.in_len(), 15);
         let w = vals(g.weight_len(), 16);
