@@ -483,6 +483,56 @@ impl Conv {
         Some(prepare())
     }
 
+    /// The forward pass from prepared parameters, the data mapped by `map` as the tiled
+    /// kernels read it (a state made for a mapped input has a tiled weight, and no other).
+    fn run_prepared(
+        &self,
+        ctx: &OpCtx,
+        inputs: &[NDArray],
+        p: &ConvPrepared,
+        map: Option<&KernelMap>,
+        epilogue: Option<&Epilogue>,
+    ) -> Result<Vec<NDArray>> {
+        let data = inputs
+            .first()
+            .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?;
+        let bias = match &p.bias {
+            Some(b) => Some(b.as_slice()),
+            None => self.bias(inputs)?,
+        };
+        // A packed weight: its kernel writes the whole output (then the epilogue).
+        type Packed<'a> = &'a dyn Fn(&ConvGeom, &[f32], &mut [f32]) -> Result<()>;
+        let packed: Option<Packed> = match (&p.packed, &p.tiled) {
+            (Some(w), _) if map.is_none() => {
+                Some(&|g, x, y| conv_forward_packed(g, x, w, bias, y, epilogue))
+            }
+            (_, Some(w)) => Some(&|g, x, y| conv_forward_tiled(g, x, map, w, bias, y, epilogue)),
+            _ if map.is_some() => {
+                return Err(Error::Msg(format!(
+                    "internal: {} mapped input without a tiled weight",
+                    self.op
+                )))
+            }
+            _ => None,
+        };
+        if let Some(run) = packed {
+            let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
+            let g = live_geometry(&g);
+            let x = data.f32s(&format!("{}: data", self.op))?;
+            // SAFETY: both packed kernels write the whole output.
+            let y = unsafe { overwritten(out_shape.iter().product(), |y| run(&g, x, y)) }?;
+            return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
+        }
+        let w = match &p.weight {
+            Some(w) => w.as_slice(),
+            None => inputs
+                .get(1)
+                .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?
+                .f32s(&format!("{}: weight", self.op))?,
+        };
+        self.forward_parts(ctx, data, w, bias, epilogue)
+    }
+
     /// The bias input's values, unless no_bias.
     fn bias<'a>(&self, inputs: &'a [NDArray]) -> Result<Option<&'a [f32]>> {
         match (self.no_bias, inputs.get(2)) {
@@ -610,29 +660,13 @@ impl Operator for Conv {
         epilogue: Option<&Epilogue>,
     ) -> Option<Result<Vec<NDArray>>> {
         let p = prepared.downcast_ref::<ConvPrepared>()?;
-        let w = p.tiled.as_ref()?;
+        p.tiled.as_ref()?;
         let map = KernelMap {
             scale: &map.affine.scale,
             shift: &map.affine.shift,
             act: kernel_act(map)?,
         };
-        let run = || -> Result<Vec<NDArray>> {
-            let data = inputs
-                .first()
-                .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?;
-            let bias = match &p.bias {
-                Some(b) => Some(b.as_slice()),
-                None => self.bias(inputs)?,
-            };
-            let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
-            let g = live_geometry(&g);
-            let x = data.f32s(&format!("{}: data", self.op))?;
-            let fill = |y: &mut [f32]| conv_forward_tiled(&g, x, Some(&map), w, bias, y, epilogue);
-            // SAFETY: the tiled kernels write the whole output.
-            let y = unsafe { overwritten(out_shape.iter().product(), fill) }?;
-            Ok(vec![NDArray::from_f32(&out_shape, y)?])
-        };
-        Some(run())
+        Some(self.run_prepared(ctx, inputs, p, Some(&map), epilogue))
     }
 
     fn forward_prepared(
@@ -643,41 +677,7 @@ impl Operator for Conv {
         epilogue: Option<&Epilogue>,
     ) -> Option<Result<Vec<NDArray>>> {
         let p = prepared.downcast_ref::<ConvPrepared>()?;
-        let run = || -> Result<Vec<NDArray>> {
-            let data = inputs
-                .first()
-                .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?;
-            let bias = match &p.bias {
-                Some(b) => Some(b.as_slice()),
-                None => self.bias(inputs)?,
-            };
-            // A packed weight: its kernel writes the whole output (then the epilogue).
-            type Packed<'a> = &'a dyn Fn(&ConvGeom, &[f32], &mut [f32]) -> Result<()>;
-            let packed: Option<Packed> = match (&p.packed, &p.tiled) {
-                (Some(w), _) => Some(&|g, x, y| conv_forward_packed(g, x, w, bias, y, epilogue)),
-                (_, Some(w)) => {
-                    Some(&|g, x, y| conv_forward_tiled(g, x, None, w, bias, y, epilogue))
-                }
-                _ => None,
-            };
-            if let Some(run) = packed {
-                let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
-                let g = live_geometry(&g);
-                let x = data.f32s(&format!("{}: data", self.op))?;
-                // SAFETY: both packed kernels write the whole output.
-                let y = unsafe { overwritten(out_shape.iter().product(), |y| run(&g, x, y)) }?;
-                return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
-            }
-            let w = match &p.weight {
-                Some(w) => w.as_slice(),
-                None => inputs
-                    .get(1)
-                    .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?
-                    .f32s(&format!("{}: weight", self.op))?,
-            };
-            self.forward_parts(ctx, data, w, bias, epilogue)
-        };
-        Some(run())
+        Some(self.run_prepared(ctx, inputs, p, None, epilogue))
     }
 
     fn backward(
