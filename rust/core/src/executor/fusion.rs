@@ -82,11 +82,12 @@ pub(super) struct MappedInput {
 pub(super) fn mapped_inputs(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<MappedInput>> {
     let sole = sole_readers(steps, heads);
     let feeds = |s: usize, k: usize| sole[s] == Some(k) && steps[k].inputs.first() == Some(&(s, 0));
-    // Whether the step is a per-channel map in the pass is asked when it runs
-    // (`Operator::inference_affine`).
+    // An op with auxiliary states (BatchNorm's moving statistics) and nothing but bound
+    // variables after its data; whether it is a per-channel map in the pass is asked when it
+    // runs (`Operator::inference_affine`).
     let may_map = |i: usize| {
         steps[i].node.inst.is_some()
-            && steps[i].inputs.len() > 1
+            && steps[i].inputs.len() > steps[i].node.num_arguments()
             && steps[i].inputs[1..]
                 .iter()
                 .all(|&(p, _)| steps[p].var.is_some())

@@ -20,6 +20,37 @@ pub(super) struct Call<'a> {
     pub map: Option<&'a ops::InputMap>,
 }
 
+impl Call<'_> {
+    /// `inst`'s prepared state for this call ([`ops::Operator::prepare`], or
+    /// [`ops::Operator::prepare_mapped`] for a mapped input), `affine` folded in.
+    fn prepare(
+        &self,
+        inst: &dyn ops::Operator,
+        affine: Option<&ops::ChannelAffine>,
+    ) -> Option<Result<ops::Prepared>> {
+        match self.map {
+            Some(m) => inst.prepare_mapped(self.ctx, self.ins, affine, m),
+            None => inst.prepare(self.ctx, self.ins, affine),
+        }
+    }
+
+    /// `inst`'s forward pass from `prepared`, the activation `act` run inside.
+    fn forward(
+        &self,
+        inst: &dyn ops::Operator,
+        prepared: &ops::Prepared,
+        act: Option<(usize, InPlace)>,
+    ) -> Option<Result<Vec<NDArray>>> {
+        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
+        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
+        let (ctx, ins) = (self.ctx, self.ins);
+        match self.map {
+            Some(m) => inst.forward_prepared_mapped(ctx, ins, prepared, m, epilogue),
+            None => inst.forward_prepared(ctx, ins, prepared, epilogue),
+        }
+    }
+}
+
 impl Executor {
     /// Runs step `si` at inference from its prepared parameters: the BatchNorm after it folded
     /// in when it plans so ([`Executor::fold`]), else its own ([`Executor::prepared_forward`]),
@@ -70,12 +101,7 @@ impl Executor {
         }
         let step = &self.steps[si];
         let node = &step.node;
-        let na = node.num_arguments();
-        let params: Vec<NDArray> = step.inputs[1..na]
-            .iter()
-            .map(|&(s, o)| self.value(values, s, o).clone())
-            .collect();
-        let (_, aux) = self.gather_aux(step, na);
+        let (params, aux) = self.params_and_aux(values, si);
         let ctx = OpCtx {
             is_train: false,
             node: &node.name,
@@ -92,8 +118,8 @@ impl Executor {
     }
 
     /// The data input of step `si` as its deferred BatchNorm and activation compute it
-    /// (each op's own forward, as without the plan), from the BatchNorm's input `raw`: for
-    /// when `si` declines to map it.
+    /// without the plan (the activation run inside the BatchNorm's forward, as the plain
+    /// pass fuses it), from the BatchNorm's input `raw`: for when `si` declines to map it.
     pub(super) fn materialize(
         &self,
         values: &[Vec<NDArray>],
@@ -102,31 +128,43 @@ impl Executor {
     ) -> Result<NDArray> {
         let internal = || crate::error::Error::Msg(format!("internal: no input map at step {si}"));
         let MappedInput { bn, act } = self.map_input[si].ok_or_else(internal)?;
-        let mut x = raw.clone();
-        for s in std::iter::once(bn).chain(act.map(|(j, _)| j)) {
-            let step = &self.steps[s];
-            let node = &step.node;
+        // Step `s` on data `x`, with `then` run inside when the op takes it: (its output,
+        // whether `then` ran).
+        let run = |s: usize, x: NDArray, then: Option<InPlace>| -> Result<(NDArray, bool)> {
+            let node = &self.steps[s].node;
             let inst = node.inst.as_ref().ok_or_else(internal)?;
-            let na = node.num_arguments();
-            let ins: Vec<NDArray> = std::iter::once(x)
-                .chain(
-                    step.inputs[1..na]
-                        .iter()
-                        .map(|&(p, o)| self.value(values, p, o).clone()),
-                )
-                .collect();
-            let (_, mut aux) = self.gather_aux(step, na);
+            let (params, mut aux) = self.params_and_aux(values, s);
+            let ins: Vec<NDArray> = std::iter::once(x).chain(params).collect();
             let ctx = OpCtx {
                 is_train: false,
                 node: &node.name,
                 need_grad: &[],
             };
-            let outs = inst
-                .forward(&ctx, &ins, &mut aux)
-                .map_err(|e| with_node(e, node))?;
-            x = outs.into_iter().next().ok_or_else(internal)?;
+            let fused = then.and_then(|map| {
+                let epilogue = move |v: &mut [f32]| map.apply(v);
+                inst.forward_then(&ctx, &ins, &mut aux, &epilogue)
+            });
+            let ran_then = fused.is_some();
+            let outs = fused.unwrap_or_else(|| inst.forward(&ctx, &ins, &mut aux));
+            let y = outs.map_err(|e| with_node(e, node))?.into_iter().next();
+            Ok((y.ok_or_else(internal)?, ran_then))
+        };
+        let (y, ran_act) = run(bn, raw.clone(), act.map(|(_, map)| map))?;
+        match act {
+            Some((j, _)) if !ran_act => Ok(run(j, y, None)?.0),
+            _ => Ok(y),
         }
-        Ok(x)
+    }
+
+    /// Step `s`'s inputs after its data (its parameters) and its auxiliary states.
+    fn params_and_aux(&self, values: &[Vec<NDArray>], s: usize) -> (Vec<NDArray>, Vec<NDArray>) {
+        let step = &self.steps[s];
+        let na = step.node.num_arguments();
+        let params = step.inputs[1..na]
+            .iter()
+            .map(|&(p, o)| self.value(values, p, o).clone())
+            .collect();
+        (params, self.gather_aux(step, na).1)
     }
 
     /// Runs step `si` with step `j` (BatchNorm at inference) folded into it and `act` (the
@@ -141,18 +179,13 @@ impl Executor {
         si: usize,
         j: usize,
         act: Option<(usize, InPlace)>,
-        &Call { ctx, ins, map }: &Call,
+        call: &Call,
     ) -> Option<Result<(Vec<NDArray>, Vec<NDArray>, Option<usize>)>> {
         let (bn, conv) = (&self.steps[j].node, &self.steps[si].node);
         let (bn_inst, conv_inst) = (bn.inst.as_ref()?, conv.inst.as_ref()?);
-        let na = bn.num_arguments();
-        let params: Vec<NDArray> = self.steps[j].inputs[1..na]
-            .iter()
-            .map(|&(s, o)| self.value(values, s, o).clone())
-            .collect();
-        let (_, aux) = self.gather_aux(&self.steps[j], na);
+        let (params, aux) = self.params_and_aux(values, j);
         let bn_ctx = OpCtx {
-            is_train: ctx.is_train,
+            is_train: call.ctx.is_train,
             node: &bn.name,
             need_grad: &[],
         };
@@ -161,15 +194,12 @@ impl Executor {
                 Ok(a) => a,
                 Err(e) => return Some(Err(with_node(e, bn))),
             };
-            let prepared = match map {
-                Some(m) => conv_inst.prepare_mapped(ctx, ins, Some(&affine), m)?,
-                None => conv_inst.prepare(ctx, ins, Some(&affine))?,
-            };
-            match prepared {
+            match call.prepare(conv_inst.as_ref(), Some(&affine))? {
                 Ok(p) => Some(Ok((p, affine.other_outputs))),
                 Err(e) => Some(Err(with_node(e, conv))),
             }
         };
+        let ins = call.ins;
         let cacheable = self.params_bound(si) && self.params_bound(j);
         let made = if cacheable {
             let keys: Vec<NDArray> = ins[conv_inst.prepared_from(ins.len())]
@@ -178,7 +208,7 @@ impl Executor {
                 .chain(&aux)
                 .cloned()
                 .collect();
-            let cache = match map {
+            let cache = match call.map {
                 Some(_) => &self.mapped_folded,
                 None => &self.folded,
             };
@@ -190,12 +220,7 @@ impl Executor {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
         };
-        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
-        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
-        let outs = match map {
-            Some(m) => conv_inst.forward_prepared_mapped(ctx, ins, &prepared, m, epilogue)?,
-            None => conv_inst.forward_prepared(ctx, ins, &prepared, epilogue)?,
-        };
+        let outs = call.forward(conv_inst.as_ref(), &prepared, act)?;
         Some(outs.map_err(|e| with_node(e, conv)).map(|outs| {
             let mut bn_outs = vec![outs[0].clone()];
             bn_outs.extend(extra);
@@ -212,35 +237,30 @@ impl Executor {
         &self,
         si: usize,
         act: Option<(usize, InPlace)>,
-        &Call { ctx, ins, map }: &Call,
+        call: &Call,
     ) -> Option<Result<(Vec<NDArray>, Option<usize>)>> {
         let node = &self.steps[si].node;
         let inst = node.inst.as_ref()?;
-        let keys = inst.prepared_from(ins.len());
+        let keys = inst.prepared_from(call.ins.len());
         if keys.is_empty() || !self.params_bound(si) {
             return None;
         }
         let make = || {
-            let prepared = match map {
-                Some(m) => inst.prepare_mapped(ctx, ins, None, m),
-                None => inst.prepare(ctx, ins, None),
-            };
-            prepared.map(|r| r.map(|p| (p, Vec::new())).map_err(|e| with_node(e, node)))
+            let made = call.prepare(inst.as_ref(), None)?;
+            Some(
+                made.map(|p| (p, Vec::new()))
+                    .map_err(|e| with_node(e, node)),
+            )
         };
-        let cache = match map {
+        let cache = match call.map {
             Some(_) => &self.mapped,
             None => &self.prepared,
         };
-        let (prepared, _) = match cache.get_or_make(si, &ins[keys], make)? {
+        let (prepared, _) = match cache.get_or_make(si, &call.ins[keys], make)? {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
         };
-        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
-        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
-        let outs = match map {
-            Some(m) => inst.forward_prepared_mapped(ctx, ins, &prepared, m, epilogue)?,
-            None => inst.forward_prepared(ctx, ins, &prepared, epilogue)?,
-        };
+        let outs = call.forward(inst.as_ref(), &prepared, act)?;
         Some(
             outs.map_err(|e| with_node(e, node))
                 .map(|outs| (outs, act.map(|(k, _)| k))),
