@@ -1,10 +1,12 @@
 //! Fusion plans, made once at bind: which op's forward also computes the op after it.
 //!
-//! Two kinds: an in-place elementwise op (relu, tanh, sigmoid, clip) applied to its producer's
-//! output while in cache ([`fusions`]), and, at inference, BatchNorm's per-channel map folded
-//! into the convolution's weights and bias ([`folds`]). The executor runs a planned fusion when
-//! the pass allows it (no monitor; for the inexact ones, no gradient) and otherwise runs each
-//! op on its own, so every plan is only ever an optimisation.
+//! An in-place elementwise op (relu, tanh, sigmoid, clip) applied to its producer's output
+//! while in cache ([`fusions`]); and, at inference, BatchNorm's per-channel map folded into the
+//! convolution's weights and bias ([`folds`]) or applied as the convolution reads its input
+//! ([`mapped_inputs`]), and a residual add run over its producer's output ([`residuals`]).
+//! The executor runs a planned fusion when the pass allows it (no monitor; for the inexact
+//! ones, no gradient) and otherwise runs each op on its own, so every plan is only ever an
+//! optimisation.
 
 use super::Step;
 use crate::ops::InPlace;
@@ -57,6 +59,42 @@ pub(super) fn folds(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<usiz
                     .iter()
                     .all(|&(s, _)| s < i || steps[s].var.is_some());
             (data_only && steps[j].node.inst.is_some()).then_some(j)
+        })
+        .collect()
+}
+
+/// A residual add that a step's forward may run over its output ([`residuals`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Residual {
+    /// The add's step.
+    pub add: usize,
+    /// The add's other input (step, output).
+    pub other: (usize, usize),
+}
+
+/// For each step, the same-shape add ([`crate::ops::Operator::same_shape_add`], elemwise_add)
+/// that its forward may run over its output while in cache: ResNet's and MobileNet v2's
+/// shortcut joins, where the add otherwise reads both operands back and writes a third array.
+/// The step's output is read by that add alone (once) and is not a graph output, and the
+/// add's other input comes from an earlier step. The fused output holds the add's values, not
+/// the step's own, so only inference passes run the plan; whether the op takes an epilogue is
+/// asked when the pass runs, where the step that runs it (a convolution the step is folded
+/// into) must also come after the other input.
+pub(super) fn residuals(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Option<Residual>> {
+    sole_readers(steps, heads)
+        .into_iter()
+        .enumerate()
+        .map(|(i, j)| {
+            let j = j?;
+            if !steps[j].node.inst.as_ref()?.same_shape_add() {
+                return None;
+            }
+            let other = match steps[j].inputs[..] {
+                [a, b] if a == (i, 0) => b,
+                [a, b] if b == (i, 0) => a,
+                _ => return None,
+            };
+            (other.0 < i).then_some(Residual { add: j, other })
         })
         .collect()
 }

@@ -1,15 +1,65 @@
 //! The inference passes' ways to run an op: from parameters prepared once, with the BatchNorm
 //! after it folded in, with the BatchNorm (and activation) before it mapping its input as it
-//! reads it — each tried only when the pass allows it and each op agrees (see `fusion`).
+//! reads it, with the residual add after it run over its output — each tried only when the
+//! pass allows it and each op agrees (see `fusion`).
 
 use super::fusion::MappedInput;
 use super::{prepared, with_node, Executor};
 use crate::error::Result;
+use crate::kernels::binary::add_in_place;
 use crate::ops::{self, InPlace, OpCtx};
 use crate::tensor::NDArray;
 
-/// The activation fused after a step, if the pass runs it inside (see `fusions`).
-pub(super) type FusedAct<'a> = &'a dyn Fn(usize) -> Option<(usize, InPlace)>;
+/// What a step's forward runs over its output as it writes it, in this order: the residual
+/// add after the step (see `residuals`), then the activation after the add, or after the step
+/// (see `fusions`).
+#[derive(Clone, Default)]
+pub(super) struct After {
+    /// The add's step and its other operand (float32, of the output's shape).
+    pub add: Option<(usize, NDArray)>,
+    /// The activation's step and map.
+    pub act: Option<(usize, InPlace)>,
+}
+
+impl After {
+    /// Whether nothing runs after the step.
+    pub(super) fn is_empty(&self) -> bool {
+        self.add.is_none() && self.act.is_none()
+    }
+
+    /// `f` given the epilogue that runs these steps over runs of the producer's output (None
+    /// when there are none).
+    pub(super) fn run<R>(&self, f: impl FnOnce(Option<&ops::Epilogue>) -> R) -> Result<R> {
+        let residual = self.add.as_ref().map(|(_, r)| r.f32s("residual add"));
+        let residual = residual.transpose()?;
+        let act = self.act.map(|(_, map)| map);
+        let epilogue = move |start: usize, v: &mut [f32]| {
+            if let Some(r) = residual {
+                add_in_place(v, &r[start..start + v.len()]);
+            }
+            if let Some(map) = act {
+                map.apply(v);
+            }
+        };
+        Ok(f((!self.is_empty()).then_some(&epilogue as &ops::Epilogue)))
+    }
+
+    /// Records `out` (the producer's first output, which holds their values) as the output of
+    /// each step computed inside.
+    pub(super) fn fill(&self, out: &NDArray, precomputed: &mut [Option<Vec<NDArray>>]) {
+        let steps = self
+            .add
+            .iter()
+            .map(|(k, _)| *k)
+            .chain(self.act.map(|(k, _)| k));
+        for k in steps {
+            precomputed[k] = Some(vec![out.clone()]);
+        }
+    }
+}
+
+/// What the pass runs after each step (see [`After`]).
+pub(super) type Afters<'a> = &'a dyn Fn(usize) -> After;
 
 /// One op call of an inference pass: its context and inputs, and the map its data input
 /// comes through, if any.
@@ -34,53 +84,51 @@ impl Call<'_> {
         }
     }
 
-    /// `inst`'s forward pass from `prepared`, the activation `act` run inside.
+    /// `inst`'s forward pass from `prepared`, the steps of `after` run inside.
     fn forward(
         &self,
         inst: &dyn ops::Operator,
         prepared: &ops::Prepared,
-        act: Option<(usize, InPlace)>,
+        after: &After,
     ) -> Option<Result<Vec<NDArray>>> {
-        let epilogue = act.map(|(_, map)| move |v: &mut [f32]| map.apply(v));
-        let epilogue = epilogue.as_ref().map(|e| e as &ops::Epilogue);
         let (ctx, ins) = (self.ctx, self.ins);
-        match self.map {
+        let run = after.run(|epilogue| match self.map {
             Some(m) => inst.forward_prepared_mapped(ctx, ins, prepared, m, epilogue),
             None => inst.forward_prepared(ctx, ins, prepared, epilogue),
-        }
+        });
+        run.transpose().map(Result::flatten)
     }
 }
 
 impl Executor {
     /// Runs step `si` at inference from its prepared parameters: the BatchNorm after it folded
     /// in when it plans so ([`Executor::fold`]), else its own ([`Executor::prepared_forward`]),
-    /// its data input mapped by the call's map as it reads it. The steps computed inside it are
-    /// filled into `precomputed`. `None` when the ops decline.
+    /// its data input mapped by the call's map as it reads it, and what `after` the last of
+    /// them run over its output. The steps computed inside it are filled into `precomputed`.
+    /// `None` when the ops decline.
     pub(super) fn run_prepared(
         &self,
         values: &[Vec<NDArray>],
         si: usize,
-        act: FusedAct,
+        after: Afters,
         call: &Call,
         precomputed: &mut [Option<Vec<NDArray>>],
     ) -> Result<Option<Vec<NDArray>>> {
         if let Some(j) = self.fold_into[si] {
-            if let Some(r) = self.fold(values, si, j, act(j), call) {
-                let (outs, bn_outs, k) = r?;
-                if let Some(k) = k {
-                    precomputed[k] = Some(vec![outs[0].clone()]);
-                }
+            let then = after(j);
+            if let Some(r) = self.fold(values, si, j, &then, call) {
+                let (outs, bn_outs) = r?;
                 precomputed[j] = Some(bn_outs);
+                then.fill(&outs[0], precomputed);
                 return Ok(Some(outs));
             }
         }
-        let Some(r) = self.prepared_forward(si, act(si), call) else {
+        let then = after(si);
+        let Some(r) = self.prepared_forward(si, &then, call) else {
             return Ok(None);
         };
-        let (outs, k) = r?;
-        if let Some(k) = k {
-            precomputed[k] = Some(vec![outs[0].clone()]);
-        }
+        let outs = r?;
+        then.fill(&outs[0], precomputed);
         Ok(Some(outs))
     }
 
@@ -141,7 +189,7 @@ impl Executor {
                 need_grad: &[],
             };
             let fused = then.and_then(|map| {
-                let epilogue = move |v: &mut [f32]| map.apply(v);
+                let epilogue = move |_: usize, v: &mut [f32]| map.apply(v);
                 inst.forward_then(&ctx, &ins, &mut aux, &epilogue)
             });
             let ran_then = fused.is_some();
@@ -167,8 +215,8 @@ impl Executor {
         (params, self.gather_aux(step, na).1)
     }
 
-    /// Runs step `si` with step `j` (BatchNorm at inference) folded into it and `act` (the
-    /// activation after `j`) run inside: (si's outputs, j's outputs, the activation's step).
+    /// Runs step `si` with step `j` (BatchNorm at inference) folded into it and the steps of
+    /// `after` (after `j`) run inside: (si's outputs, j's outputs).
     /// The folded parameters are kept between passes (see [`PreparedCache`]) when they are
     /// all bound arrays. `None` when either op declines (see [`folds`]); errors name the node
     /// at fault.
@@ -178,9 +226,9 @@ impl Executor {
         values: &[Vec<NDArray>],
         si: usize,
         j: usize,
-        act: Option<(usize, InPlace)>,
+        after: &After,
         call: &Call,
-    ) -> Option<Result<(Vec<NDArray>, Vec<NDArray>, Option<usize>)>> {
+    ) -> Option<Result<(Vec<NDArray>, Vec<NDArray>)>> {
         let (bn, conv) = (&self.steps[j].node, &self.steps[si].node);
         let (bn_inst, conv_inst) = (bn.inst.as_ref()?, conv.inst.as_ref()?);
         let (params, aux) = self.params_and_aux(values, j);
@@ -220,25 +268,23 @@ impl Executor {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
         };
-        let outs = call.forward(conv_inst.as_ref(), &prepared, act)?;
+        let outs = call.forward(conv_inst.as_ref(), &prepared, after)?;
         Some(outs.map_err(|e| with_node(e, conv)).map(|outs| {
             let mut bn_outs = vec![outs[0].clone()];
             bn_outs.extend(extra);
-            (outs, bn_outs, act.map(|(k, _)| k))
+            (outs, bn_outs)
         }))
     }
 
     /// Runs step `si` at inference from its parameters prepared once (kept between passes,
-    /// see [`PreparedCache`]) with `act` (the activation after it) run inside: (its outputs,
-    /// the activation's step). `None` when the op has nothing to prepare or its parameters
-    /// are not all bound arrays.
-    #[allow(clippy::type_complexity)]
+    /// see [`PreparedCache`]) with the steps of `after` run inside. `None` when the op has
+    /// nothing to prepare or its parameters are not all bound arrays.
     pub(super) fn prepared_forward(
         &self,
         si: usize,
-        act: Option<(usize, InPlace)>,
+        after: &After,
         call: &Call,
-    ) -> Option<Result<(Vec<NDArray>, Option<usize>)>> {
+    ) -> Option<Result<Vec<NDArray>>> {
         let node = &self.steps[si].node;
         let inst = node.inst.as_ref()?;
         let keys = inst.prepared_from(call.ins.len());
@@ -260,11 +306,8 @@ impl Executor {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
         };
-        let outs = call.forward(inst.as_ref(), &prepared, act)?;
-        Some(
-            outs.map_err(|e| with_node(e, node))
-                .map(|outs| (outs, act.map(|(k, _)| k))),
-        )
+        let outs = call.forward(inst.as_ref(), &prepared, after)?;
+        Some(outs.map_err(|e| with_node(e, node)))
     }
 
     /// Whether the inputs step `si` prepares from (its parameters, see

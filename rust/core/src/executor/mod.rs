@@ -7,8 +7,8 @@ use crate::ops::{self, InPlace, OpCtx};
 use crate::symbol::{Node, Symbol};
 use crate::tensor::{DType, NDArray};
 use blocks::SampleBlocks;
-use fusion::{folds, fusions, mapped_inputs, MappedInput};
-use inference::Call;
+use fusion::{folds, fusions, mapped_inputs, residuals, MappedInput, Residual};
+use inference::{After, Call};
 use prepared::PreparedCache;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -105,6 +105,8 @@ pub struct Executor {
     map_input: Vec<Option<MappedInput>>,
     /// For each BatchNorm step in `map_input`, the step that maps its input.
     mapped_by: Vec<Option<usize>>,
+    /// See [`residuals`].
+    residual_into: Vec<Option<Residual>>,
     arg_names: Vec<String>,
     aux_names: Vec<String>,
     /// Argument values, in `list_arguments` order.
@@ -251,6 +253,7 @@ impl Executor {
                 mapped_by[m.bn] = Some(k);
             }
         }
+        let residual_into = residuals(&steps, &heads);
         let steps_len = steps.len();
         Ok(Executor {
             symbol: symbol.clone(),
@@ -262,6 +265,7 @@ impl Executor {
             fold_into,
             map_input,
             mapped_by,
+            residual_into,
             arg_names,
             aux_names,
             arg_arrays: args.into_iter().map(|a| a.as_in_context(ctx)).collect(),
@@ -667,6 +671,30 @@ impl Executor {
                             self.monitor.is_none() && (map.keeps_gradient() || no_grad)
                         })
                     };
+                    // At inference, what a step's forward also runs over its output: the
+                    // residual add after it when its other operand is ready, then the
+                    // activation after the add (or after the step).
+                    let after = |s: usize| -> After {
+                        let ready = |&(p, o): &(usize, usize)| {
+                            p < si
+                                && (self.steps[p].var.is_some()
+                                    || values.get(p).is_some_and(|v| v.len() > o))
+                        };
+                        let add = self.residual_into[s]
+                            .filter(|r| ready(&r.other))
+                            .map(|r| (r.add, self.value(&values, r.other.0, r.other.1).clone()))
+                            .filter(|(_, v)| v.dtype() == DType::Float32);
+                        match add {
+                            Some((k, v)) => After {
+                                act: act(k),
+                                add: Some((k, v)),
+                            },
+                            None => After {
+                                add: None,
+                                act: act(s),
+                            },
+                        }
+                    };
                     // At inference: parameters prepared once (kept between passes), BatchNorm
                     // folded in, the input mapped on the way in.
                     let mut prepared_run = None;
@@ -678,7 +706,7 @@ impl Executor {
                             map,
                         };
                         prepared_run =
-                            self.run_prepared(&values, si, &act, &call, &mut precomputed)?;
+                            self.run_prepared(&values, si, &after, &call, &mut precomputed)?;
                         if prepared_run.is_none() && mapped.is_some() {
                             // Declined: the BatchNorm (and activation) run first after all.
                             ins[0] = self.materialize(&values, si, &ins[0])?;
@@ -688,21 +716,29 @@ impl Executor {
                                 map: None,
                             };
                             prepared_run =
-                                self.run_prepared(&values, si, &act, &call, &mut precomputed)?;
+                                self.run_prepared(&values, si, &after, &call, &mut precomputed)?;
                         }
                     }
                     let outs = match prepared_run {
                         Some(outs) => outs,
                         None => {
-                            let then = act(si);
-                            let fused_run = then.and_then(|(j, map)| {
-                                let epilogue = move |v: &mut [f32]| map.apply(v);
-                                let r = inst.forward_then(&ctx, &ins, &mut aux, &epilogue)?;
-                                Some(r.map(|outs| (outs, j)))
-                            });
+                            let then = match inference {
+                                true => after(si),
+                                false => After {
+                                    add: None,
+                                    act: act(si),
+                                },
+                            };
+                            let fused_run = match then.is_empty() {
+                                true => None,
+                                false => then
+                                    .run(|e| inst.forward_then(&ctx, &ins, &mut aux, e?))
+                                    .transpose()
+                                    .map(Result::flatten),
+                            };
                             match fused_run {
-                                Some(r) => r.map(|(outs, j)| {
-                                    precomputed[j] = Some(vec![outs[0].clone()]);
+                                Some(r) => r.map(|outs| {
+                                    then.fill(&outs[0], &mut precomputed);
                                     outs
                                 }),
                                 None => {

@@ -781,3 +781,167 @@ fn batchnorm_maps_the_input_of_the_convolution_after_it() {
         );
     }
 }
+
+/// At inference, a same-shape add reading a convolution's (or another op's) output runs inside
+/// that op's forward, over its output while in cache: ResNet's joins (BatchNorm folded between,
+/// ReLU after), the shortcut on either side, a downsampling shortcut computed after the body,
+/// a pre-activation block whose sum feeds the next block's mapped BatchNorm, depthwise kernels
+/// (planes and rows in vectors, stacked planes at stride 3), a lone BatchNorm and a dense
+/// layer. The output is the same bits as the same pass without the plan and matches the plain
+/// pass (a monitor turns the plans off); an output with two readers is not fused, and a
+/// training pass never fuses.
+#[test]
+fn residual_adds_run_inside_the_op_before_them() {
+    let bn = |x: Symbol| layer("BatchNorm", &[("fix_gamma", "False")], x);
+    let relu = |x: Symbol| layer("Activation", &[("act_type", "relu")], x);
+    let add = |a: Symbol, b: Symbol| {
+        Symbol::create("elemwise_add", None, &[], vec![(None, a), (None, b)]).unwrap()
+    };
+    let stem = || relu(conv3x3(Symbol::variable("data"), "stem", 8));
+    let grouped = |x: Symbol, name: &str, stride: &str, pad: &str| {
+        let attrs = [
+            ("kernel", "(3, 3)"),
+            ("num_filter", "8"),
+            ("num_group", "8"),
+            ("stride", stride),
+            ("pad", pad),
+        ];
+        Symbol::create("Convolution", Some(name), &attrs, vec![(None, x)]).unwrap()
+    };
+    let strided1x1 = |x: Symbol| {
+        let attrs = [
+            ("kernel", "(1, 1)"),
+            ("num_filter", "8"),
+            ("stride", "(3, 3)"),
+        ];
+        Symbol::create("Convolution", Some("o"), &attrs, vec![(None, x)]).unwrap()
+    };
+    let v1 = || {
+        let x = stem();
+        let body = bn(conv1x1(relu(bn(conv3x3(x.clone(), "b1", 8))), "b2", 8));
+        relu(add(body, x))
+    };
+    let v2 = || {
+        let x = stem();
+        let sum = add(conv3x3(relu(bn(x.clone())), "c", 8), x);
+        conv1x1(relu(bn(sum)), "next", 8)
+    };
+    let downsample = || {
+        let x = stem();
+        add(bn(conv3x3(x.clone(), "body", 16)), bn(conv1x1(x, "ds", 16)))
+    };
+    let two_readers = || {
+        let x = stem();
+        let c = conv3x3(x.clone(), "c", 8);
+        Symbol::group(&[add(c.clone(), x), relu(c)])
+    };
+    let head_and_read = || {
+        let x = stem();
+        let sum = add(conv3x3(x.clone(), "c", 8), x);
+        Symbol::group(&[sum.clone(), relu(sum)])
+    };
+    // `f` of the stem and the stem itself, added (the shortcut second, or first).
+    let join = |f: &dyn Fn(Symbol) -> Symbol, shortcut_first: bool| {
+        let x = stem();
+        match shortcut_first {
+            true => add(x.clone(), f(x)),
+            false => add(f(x.clone()), x),
+        }
+    };
+    let dense = || {
+        let fc = layer(
+            "FullyConnected",
+            &[("num_hidden", "10")],
+            layer("Flatten", &[], stem()),
+        );
+        add(Symbol::variable("r"), fc)
+    };
+    let cases: Vec<(&str, Symbol, [usize; 4], usize)> = vec![
+        ("v1 few positions", v1(), [1, 3, 9, 9], 1),
+        ("v1 batch", v1(), [2, 3, 20, 20], 1),
+        ("v1 wide", v1(), [1, 3, 30, 30], 1),
+        (
+            "shortcut first",
+            join(&|x| conv3x3(x, "c", 8), true),
+            [1, 3, 9, 9],
+            1,
+        ),
+        ("downsample after the body", downsample(), [2, 3, 9, 9], 1),
+        ("v2 mapped", v2(), [1, 3, 20, 20], 1),
+        ("v2 batch", v2(), [2, 3, 9, 9], 1),
+        (
+            "depthwise planes",
+            join(&|x| grouped(x, "dw", "(1, 1)", "(1, 1)"), false),
+            [2, 3, 4, 4],
+            1,
+        ),
+        (
+            "depthwise rows",
+            join(&|x| grouped(x, "dw", "(1, 1)", "(1, 1)"), false),
+            [1, 3, 20, 20],
+            1,
+        ),
+        (
+            "depthwise stacked",
+            {
+                let x = stem();
+                add(strided1x1(x.clone()), grouped(x, "dw", "(3, 3)", "(0, 0)"))
+            },
+            [2, 3, 12, 12],
+            1,
+        ),
+        (
+            "batchnorm",
+            join(&|x| bn(relu(conv3x3(x, "c", 8))), false),
+            [2, 3, 9, 9],
+            1,
+        ),
+        ("dense", dense(), [2, 3, 5, 5], 1),
+        ("two readers", two_readers(), [1, 3, 9, 9], 0),
+        ("a head read on", head_and_read(), [1, 3, 9, 9], 1),
+    ];
+    let outputs =
+        |e: &Executor| -> Vec<Vec<f64>> { e.outputs().iter().map(NDArray::to_f64_vec).collect() };
+    for (what, net, shape, adds) in cases {
+        let executor = |req, monitor| with_statistics(filled_executor(&net, &shape, req, monitor));
+        let mut fast = executor(GradReq::Null, false);
+        let mut unplanned = executor(GradReq::Null, false);
+        unplanned.residual_into.iter_mut().for_each(|r| *r = None);
+        let mut plain = executor(GradReq::Null, true);
+        for _ in 0..2 {
+            for e in [&mut fast, &mut unplanned, &mut plain] {
+                e.forward(false).unwrap();
+            }
+            let got = outputs(&fast);
+            assert_eq!(
+                got,
+                outputs(&unplanned),
+                "{what}: not the unplanned pass's bits"
+            );
+            for (a, b) in got.iter().flatten().zip(outputs(&plain).iter().flatten()) {
+                assert!(
+                    (a - b).abs() <= 1e-5 * (1.0 + b.abs()),
+                    "{what}: {a} vs {b}"
+                );
+            }
+            assert_eq!(fast.fused_last, unplanned.fused_last + adds, "{what}");
+        }
+        let mut train = executor(GradReq::Write, false);
+        let mut train_unplanned = executor(GradReq::Write, false);
+        train_unplanned
+            .residual_into
+            .iter_mut()
+            .for_each(|r| *r = None);
+        train.forward(true).unwrap();
+        train_unplanned.forward(true).unwrap();
+        assert_eq!(
+            train.fused_last, train_unplanned.fused_last,
+            "{what}: training"
+        );
+        assert_eq!(
+            outputs(&train),
+            outputs(&train_unplanned),
+            "{what}: training"
+        );
+    }
+}

@@ -151,6 +151,20 @@ pub fn sum_in_order<T: Element>(xs: &[&[T]]) -> Vec<T> {
     out
 }
 
+/// `acc[i] = acc[i] + x[i]` over float32 (a residual add fused into the op writing `acc`; the
+/// same bits as `binary(Add, ..)` with either operand first), in AVX-512 vectors when the CPU
+/// has them. The slices are of one length.
+pub fn add_in_place(acc: &mut [f32], x: &[f32]) {
+    #[inline(always)]
+    fn body(acc: &mut [f32], x: &[f32]) {
+        for (a, &v) in acc.iter_mut().zip(x) {
+            *a += v;
+        }
+    }
+    assert_eq!(acc.len(), x.len(), "add_in_place: operand lengths");
+    super::unary::wide_dispatch!(body, (acc: &mut [f32], x: &[f32]))(acc, x)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -264,19 +264,19 @@ fn stack_body(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
             }
         }
     }
-    // Bias and activation over the whole stack at once (the dropped positions too): one
-    // epilogue call per stack, not per plane of a few values.
+    // The bias over the whole stack at once (the dropped positions too); the epilogue over
+    // each plane once it is in the output, the only place a kernel's epilogue may run.
     if let Some(b) = bias {
         acc.iter_mut().for_each(|v| *v += b[ch]);
-    }
-    if let Some(e) = epilogue {
-        e(&mut acc);
     }
     for (j, n) in samples.enumerate() {
         // SAFETY: plane (n, ch) belongs to this stack alone.
         let plane = unsafe { out.get_mut((n * c + ch) * l, l) };
         for (y, dst) in plane.chunks_exact_mut(ow).enumerate() {
             copy_short(dst, &acc[(j * hq + y) * wq..][..ow]);
+        }
+        if let Some(e) = epilogue {
+            e(plane);
         }
     }
 }

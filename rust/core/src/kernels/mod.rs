@@ -1,4 +1,8 @@
 //! Numeric kernels over plain slices and ndarray views; no graph or registry types here.
+//!
+//! A kernel that takes an `epilogue` (a fused activation, a residual add) runs it over runs
+//! of the output slice it was given, never over scratch copies: the op layer tells each run's
+//! place in the output from its address (`ops::over_output`).
 
 pub mod binary;
 pub mod conv;

@@ -62,8 +62,8 @@ pub fn inv_std(var: f64, eps: f64) -> f64 {
 }
 
 /// BatchNorm's forward map over an (outer, c, inner) layout: `(x − mean[ch])·scale[ch] +
-/// beta[ch]`, then `epilogue` (a fused activation) over each group of planes while it is in
-/// cache. Planes run in parallel in groups of about [`par::CHUNK`] values, so one image's
+/// beta[ch]`, then `epilogue(start, planes)` (a fused activation) over each group of planes
+/// while it is in cache. Planes run in parallel in groups of about [`par::CHUNK`] values, so one image's
 /// channels spread over the threads too, and DenseNet's 7² planes (49 values, a thousand of
 /// them after its last Concat) do not each pay for a task and an epilogue call. The output is
 /// written once, not zeroed first: the pass is bound by memory traffic.
@@ -73,7 +73,7 @@ pub fn per_channel_affine(
     mean: &[f32],
     scale: &[f32],
     beta: &[f32],
-    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+    epilogue: Option<&(dyn Fn(usize, &mut [f32]) + Sync)>,
 ) -> Vec<f32> {
     let group = (par::CHUNK / inner.max(1)).max(1);
     let fill = |out: &mut [MaybeUninit<f32>]| {
@@ -90,7 +90,7 @@ pub fn per_channel_affine(
             // SAFETY: the loop above wrote every plane of the group.
             let planes = unsafe { par::assume_written(planes) };
             if let Some(e) = epilogue {
-                e(planes);
+                e(p0 * inner, planes);
             }
         });
     };
@@ -229,7 +229,7 @@ mod tests {
             let mean: Vec<f32> = (0..c).map(|i| i as f32 * 0.01 - 0.2).collect();
             let scale: Vec<f32> = (0..c).map(|i| 1.5 - i as f32 * 0.001).collect();
             let beta: Vec<f32> = (0..c).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
-            let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
+            let relu = |_: usize, v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
             let got = per_channel_affine(&x, (outer, c, inner), &mean, &scale, &beta, Some(&relu));
             let want: Vec<u32> = (0..n)
                 .map(|i| {

@@ -114,6 +114,7 @@ macro_rules! wide_dispatch {
         dispatch
     }};
 }
+pub(super) use wide_dispatch;
 
 /// e^x for float32 without a libm call: Cody–Waite range reduction and Cephes' expf
 /// polynomial (within 2 ulp over the float range), branch-free so loops over it vectorise.

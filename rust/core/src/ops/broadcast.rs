@@ -194,6 +194,10 @@ impl Operator for Binary {
         Ok(vec![out])
     }
 
+    fn same_shape_add(&self) -> bool {
+        self.kind == BinaryOp::Add && !self.broadcast
+    }
+
     /// Same-shape float32 add, subtract and multiply with `epilogue` run on each chunk of the
     /// output as it is written: ResNet's residual add and the relu after it in one pass over
     /// memory instead of two. The same operations in the same order as `forward` and then the
@@ -233,7 +237,7 @@ impl Operator for Binary {
                         BinaryOp::Sub => run(x, y, c, |x, y| x - y),
                         _ => run(x, y, c, |x, y| x * y),
                     }
-                    epilogue(c);
+                    epilogue(start, c);
                 });
                 Ok::<(), Error>(())
             };

@@ -2,8 +2,8 @@
 //! GEMM kernels of `kernels::conv`.
 
 use super::{
-    check_or_fill, known, ChannelAffine, Epilogue, InPlace, InputMap, MaybeShape, OpCtx, OpDef,
-    Operator, Params, Prepared,
+    check_or_fill, known, over_output, ChannelAffine, Epilogue, InPlace, InputMap, MaybeShape,
+    OpCtx, OpDef, Operator, Params, Prepared,
 };
 use crate::error::{Error, Result};
 use crate::kernels::conv::{
@@ -503,10 +503,14 @@ impl Conv {
         // A packed weight: its kernel writes the whole output (then the epilogue).
         type Packed<'a> = &'a dyn Fn(&ConvGeom, &[f32], &mut [f32]) -> Result<()>;
         let packed: Option<Packed> = match (&p.packed, &p.tiled) {
-            (Some(w), _) if map.is_none() => {
-                Some(&|g, x, y| conv_forward_packed(g, x, w, bias, y, epilogue))
-            }
-            (_, Some(w)) => Some(&|g, x, y| conv_forward_tiled(g, x, map, w, bias, y, epilogue)),
+            (Some(w), _) if map.is_none() => Some(&|g, x, y| {
+                let e = epilogue.map(|e| over_output(e, y));
+                conv_forward_packed(g, x, w, bias, y, e.as_ref().map(|e| e as _))
+            }),
+            (_, Some(w)) => Some(&|g, x, y| {
+                let e = epilogue.map(|e| over_output(e, y));
+                conv_forward_tiled(g, x, map, w, bias, y, e.as_ref().map(|e| e as _))
+            }),
             _ if map.is_some() => {
                 return Err(Error::Msg(format!(
                     "internal: {} mapped input without a tiled weight",
@@ -560,7 +564,8 @@ impl Conv {
                 }
                 Ok(())
             } else {
-                conv_forward(&g, x, w, bias, y, epilogue)
+                let e = epilogue.map(|e| over_output(e, y));
+                conv_forward(&g, x, w, bias, y, e.as_ref().map(|e| e as _))
             }
         };
         // SAFETY: both kernels overwrite their whole output before reading it.

@@ -170,6 +170,12 @@ pub trait Operator: Send + Sync + fmt::Debug {
     fn in_place(&self) -> Option<InPlace> {
         None
     }
+    /// Whether the op is `lhs + rhs` over two inputs that shape inference keeps to one shape
+    /// (elemwise_add): at inference the executor may run it inside the op producing either
+    /// input, as a residual add over that op's output while it is in cache.
+    fn same_shape_add(&self) -> bool {
+        false
+    }
     /// `forward` with `epilogue` applied to the float32 first output while it is in cache (how
     /// the executor fuses a following [`Operator::in_place`]).
     /// `None`: the op doesn't support it (the caller runs `forward`, then the epilogue op).
@@ -294,8 +300,29 @@ pub struct ChannelAffine {
     pub other_outputs: Vec<NDArray>,
 }
 
-/// An in-place elementwise pass over (part of) an op's output.
-pub type Epilogue = dyn Fn(&mut [f32]) + Sync;
+/// A pass over an op's float32 output as the op writes it, run by run: `epilogue(start, run)`
+/// gets the output's values from flat index `start` on, so it can pair them with another array
+/// of the output's shape (the residual add the executor fuses into a convolution) as well as
+/// map them in place (a fused activation).
+pub type Epilogue<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
+
+/// `epilogue` as a kernel writing the whole of `y` takes it: kernels run their epilogue over
+/// runs of the output they were given and nothing else (see `kernels`), so a run starts at
+/// its distance from `y`'s first value.
+pub(crate) fn over_output<'a>(
+    epilogue: &'a Epilogue<'a>,
+    y: &[f32],
+) -> impl Fn(&mut [f32]) + Sync + 'a {
+    let (base, len) = (y.as_ptr() as usize, y.len());
+    move |run: &mut [f32]| {
+        let start = (run.as_ptr() as usize).wrapping_sub(base) / std::mem::size_of::<f32>();
+        assert!(
+            start <= len && run.len() <= len - start,
+            "internal: an epilogue run outside its output"
+        );
+        epilogue(start, run)
+    }
+}
 
 /// An elementwise map the executor may apply inside the producing op's forward
 /// ([`Operator::forward_then`]), the pair then keeping one array for both outputs.
@@ -408,6 +435,9 @@ impl Operator for Float32Compute {
     }
     fn in_place(&self) -> Option<InPlace> {
         self.0.in_place()
+    }
+    fn same_shape_add(&self) -> bool {
+        self.0.same_shape_add()
     }
     fn inference_affine(
         &self,

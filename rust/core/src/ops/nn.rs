@@ -99,7 +99,7 @@ impl FullyConnected {
         epilogue: Option<&Epilogue>,
     ) -> Result<Vec<NDArray>> {
         if let Some(e) = epilogue {
-            par::for_each_chunk_mut(&mut out, |_, c| e(c));
+            par::for_each_chunk_mut(&mut out, |start, c| e(start, c));
         }
         Ok(vec![NDArray::from_f32(
             &self.out_shape(inputs[0].shape()),
@@ -281,7 +281,7 @@ mod tests {
             is_train: true,
             ..ctx
         };
-        let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
+        let relu = |_: usize, v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
         for (shape, hidden, flatten, no_bias) in [
             (vec![1, 300], 37, "True", "False"),
             (vec![5, 3, 4, 10], 50, "True", "True"),
