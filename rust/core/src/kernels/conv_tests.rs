@@ -250,7 +250,8 @@ fn depthwise_phases_match_the_naive_sum() {
 /// bit (they sum the same taps in the same order), and against the naive sum: whole planes
 /// in a vector (4×4, 2×2 with several planes per vector whose channels wrap into the next
 /// sample, 1×1, stride 2 from 4×4, uneven pads), rows in vectors (7 to 56 wide, stride 2
-/// columns, stride 2 and 3 rows, dilation, a 5×4 window), at batch 1 and in parallel, with bias and relu.
+/// columns, stride 2 and 3 rows, dilation, a 5×4 window; narrow stride-2 rows in pairs), at
+/// batch 1 and in parallel, with bias and relu.
 #[test]
 fn narrow_depthwise_kernels_match_the_stacked_one() {
     use crate::kernels::depthwise::stacked_forward;
@@ -337,6 +338,25 @@ fn narrow_depthwise_kernels_match_the_stacked_one() {
         ),
         (
             dw(4, 16, [1, 56, 56], [1, 3, 3], [1; 3], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        // stride-2 rows of at most 8 values, two to a vector: whole tiles of 8 rows, 7 rows
+        // (the last pair half empty), 11 rows at row stride 1 (a tile of 3 after one of 8),
+        // a wider dilated window
+        (
+            dw(16, 64, [1, 16, 16], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(2, 5, [1, 14, 14], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(3, 4, [1, 11, 9], [1, 3, 3], [1, 1, 2], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(2, 3, [1, 9, 12], [1, 5, 4], [1, 2, 2], [1, 1, 2], [0, 2, 3]),
             VectorKernel::RowsInVector,
         ),
     ];

@@ -78,7 +78,7 @@ pub(super) fn vector_forward(
         // lengths, `out` holds whole planes from plane i · per_task.
         unsafe {
             match &tables {
-                Tables::Planes(t) => avx512::planes_in_vector(g, x, t, i * per_task, out),
+                Tables::Planes(t) => avx512::planes_in_vector(g, x, w, bias, t, i * per_task, out),
                 Tables::Rows(c) => avx512::rows_in_vector(g, x, w, bias, c, i * per_task, out),
             }
         };
@@ -96,53 +96,58 @@ enum Tables {
 }
 
 /// What every vector of planes of one [`vector_forward`] shares, made once per call.
-/// - The weights (and bias) by tap: row `t` holds tap `t` of every channel, then the first
-///   [`LANES`] channels again, so that the planes of one vector — consecutive channels, maybe
-///   running past the last into the next sample's first — read theirs as one run.
-/// - Per tap, which input lane each output lane reads, and whether it exists (else padding).
+/// - Per tap, which input lane each output lane reads: an index into the input vector, or
+///   [`LANES`] (the first lane of a zero vector) where the window hangs over the padding.
+/// - With several planes to a vector (2×2, 1×1), the weights (and bias) by tap: row `t`
+///   holds tap `t` of every channel, then the first [`LANES`] channels again, so that the
+///   planes of one vector — consecutive channels, maybe running past the last into the next
+///   sample's first — read theirs as one run. One plane to a vector (4×4) broadcasts its
+///   channel's weights from the weight array instead.
 struct TapTable {
+    index: Vec<[i32; LANES]>,
+    /// Planes per vector.
+    per: usize,
+    /// The weight and bias rows, when `per` > 1.
     taps: Vec<f32>,
     bias: Option<Vec<f32>>,
     row: usize,
-    index: Vec<[i32; LANES]>,
-    valid: Vec<u16>,
 }
 
 impl TapTable {
     fn new(g: &ConvGeom, w: &[f32], bias: Option<&[f32]>) -> TapTable {
         let (c, k) = (g.channels, g.kernel_len());
-        let row = c + LANES;
-        // Channel i % c at position i of a row.
-        let channels = || (0..c).cycle().take(row);
-        let taps = (0..k)
-            .flat_map(|t| channels().map(move |ch| w[ch * k + t]))
-            .collect();
-        let bias = bias.map(|b| channels().map(|ch| b[ch]).collect());
         let [_, ih, iw] = g.input;
         let ow = g.output[2];
         let kw = g.kernel[2];
         let (l, il) = (g.out_len(), g.in_len());
         let per = LANES / il.max(l);
-        let mut index = vec![[0i32; LANES]; k];
-        let mut valid = vec![0u16; k];
-        for (t, (idx, ok)) in index.iter_mut().zip(&mut valid).enumerate() {
+        let mut index = vec![[LANES as i32; LANES]; k];
+        for (t, idx) in index.iter_mut().enumerate() {
             let (a, e) = (t / kw, t % kw);
             for (j, yo, xo) in (0..per).flat_map(|j| (0..l).map(move |o| (j, o / ow, o % ow))) {
                 let iy = (yo * g.stride[1] + a * g.dilate[1]).checked_sub(g.pad[1]);
                 let ix = (xo * g.stride[2] + e * g.dilate[2]).checked_sub(g.pad[2]);
                 if let (Some(iy), Some(ix)) = (iy.filter(|&v| v < ih), ix.filter(|&v| v < iw)) {
-                    let lane = j * l + yo * ow + xo;
-                    idx[lane] = (j * il + iy * iw + ix) as i32;
-                    *ok |= 1 << lane;
+                    idx[j * l + yo * ow + xo] = (j * il + iy * iw + ix) as i32;
                 }
             }
         }
+        // Channel i % c at position i of a row.
+        let row = c + LANES;
+        let (mut taps, mut rows_bias) = (Vec::new(), None);
+        if per > 1 {
+            taps.reserve(k * row);
+            for t in 0..k {
+                taps.extend((0..row).map(|i| w[i % c * k + t]));
+            }
+            rows_bias = bias.map(|b| (0..row).map(|i| b[i % c]).collect());
+        }
         TapTable {
-            taps,
-            bias,
-            row,
             index,
-            valid,
+            per,
+            taps,
+            bias: rows_bias,
+            row,
         }
     }
 }
@@ -159,28 +164,99 @@ mod avx512 {
 
     /// Output planes `p0..` (as many as `out` holds) with `v = 16 / max(input, output plane)`
     /// planes per vector: lane `j·out_len + o` of tap `t`'s permutation holds the input
-    /// value plane `j`'s output `o` sees through tap `t` (lane masked to 0 over padding).
+    /// value plane `j`'s output `o` sees through tap `t` (0 over padding, taken from a zero
+    /// vector by the same permutation, so no mask waits on a load).
     ///
     /// # Safety
-    /// The CPU supports AVX-512F; `x` has the length `g` gives it, `taps` is `g`'s table, and
-    /// `out` holds whole output planes `p0..` of `g`.
+    /// The CPU supports AVX-512F; `x`, `w` and `bias` have the lengths `g` gives them,
+    /// `taps` is `g`'s table, and `out` holds whole output planes `p0..` of `g`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn planes_in_vector(
         g: &ConvGeom,
         x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
         taps: &TapTable,
         p0: usize,
         out: &mut [f32],
     ) {
-        let (c, l, il) = (g.channels, g.out_len(), g.in_len());
-        let per = LANES / il.max(l);
-        let valid = &taps.valid;
         let index: Vec<__m512i> = taps
             .index
             .iter()
             // SAFETY: reads 16 i32 from the array.
             .map(|i| unsafe { _mm512_loadu_si512(i.as_ptr().cast()) })
             .collect();
+        // SAFETY: the caller's contract.
+        unsafe {
+            match (taps.per, index.len()) {
+                (1, 9) => one_plane::<9>(g, x, w, bias, &index, p0, out),
+                (1, _) => one_plane::<0>(g, x, w, bias, &index, p0, out),
+                _ => several_planes(g, x, taps, &index, p0, out),
+            }
+        }
+    }
+
+    /// [`planes_in_vector`] with one plane to a vector: its channel's weights broadcast from
+    /// `w`. `K` > 0 says the window has `K` taps (so the loop unrolls); 0 reads it from
+    /// `index`.
+    ///
+    /// # Safety
+    /// As for [`planes_in_vector`]; `index` holds the table's rows.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn one_plane<const K: usize>(
+        g: &ConvGeom,
+        x: &[f32],
+        w: &[f32],
+        bias: Option<&[f32]>,
+        index: &[__m512i],
+        p0: usize,
+        out: &mut [f32],
+    ) {
+        let (c, l, il) = (g.channels, g.out_len(), g.in_len());
+        let k = if K > 0 { K } else { index.len() };
+        let zero = _mm512_setzero_ps();
+        for (q, dst) in out.chunks_exact_mut(l).enumerate() {
+            let p = p0 + q;
+            let ch = p % c;
+            // SAFETY: plane p of x lies inside it (the caller's lengths).
+            let src = unsafe { _mm512_maskz_loadu_ps(first_lanes(il), x.as_ptr().add(p * il)) };
+            let wp = &w[ch * k..(ch + 1) * k];
+            let mut acc = zero;
+            for (t, (&idx, &wt)) in index.iter().zip(wp).enumerate().take(k) {
+                let v = _mm512_permutex2var_ps(src, idx, zero);
+                let prod = _mm512_mul_ps(_mm512_set1_ps(wt), v);
+                acc = if t == 0 {
+                    prod
+                } else {
+                    _mm512_add_ps(acc, prod)
+                };
+            }
+            if let Some(b) = bias {
+                acc = _mm512_add_ps(acc, _mm512_set1_ps(b[ch]));
+            }
+            // SAFETY: the mask covers the plane's l values of `dst`.
+            unsafe { _mm512_mask_storeu_ps(dst.as_mut_ptr(), first_lanes(l), acc) };
+        }
+    }
+
+    /// [`planes_in_vector`] with several planes to a vector: each lane takes its plane's
+    /// weight from the table's rows.
+    ///
+    /// # Safety
+    /// As for [`planes_in_vector`]; `index` holds the table's rows.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn several_planes(
+        g: &ConvGeom,
+        x: &[f32],
+        taps: &TapTable,
+        index: &[__m512i],
+        p0: usize,
+        out: &mut [f32],
+    ) {
+        let (c, l, il) = (g.channels, g.out_len(), g.in_len());
+        let per = taps.per;
+        let zero = _mm512_setzero_ps();
         // Lane j·l + o takes the weight of plane j.
         let spread: [i32; LANES] =
             std::array::from_fn(|lane| (lane / l.max(1)).min(per - 1) as i32);
@@ -193,11 +269,11 @@ mod avx512 {
             let c0 = p % c;
             // SAFETY: planes p..p + n of x lie inside it (the caller's lengths).
             let src = unsafe { _mm512_maskz_loadu_ps(first_lanes(n * il), x.as_ptr().add(p * il)) };
-            let mut acc = _mm512_setzero_ps();
-            for (t, (&idx, &ok)) in index.iter().zip(valid).enumerate() {
+            let mut acc = zero;
+            for (t, &idx) in index.iter().enumerate() {
                 // SAFETY: a table row holds c + 16 values from any channel's start.
                 let wv = unsafe { _mm512_loadu_ps(taps.taps.as_ptr().add(t * taps.row + c0)) };
-                let v = _mm512_maskz_permutexvar_ps(ok, idx, src);
+                let v = _mm512_permutex2var_ps(src, idx, zero);
                 let prod = _mm512_mul_ps(_mm512_permutexvar_ps(spread, wv), v);
                 acc = if t == 0 {
                     prod
@@ -280,9 +356,13 @@ mod avx512 {
         let (sh, dh, ph) = (g.stride[1], g.dilate[1], g.pad[1]);
         let (c, l, il, k) = (g.channels, g.out_len(), g.in_len(), g.kernel_len());
         let zeros = vec![0.0f32; iw];
-        let mut rows = vec![zeros.as_ptr(); ROWS * kh];
-        let mut wv = vec![_mm512_setzero_ps(); k];
         let stride2 = g.stride[2] == 2;
+        // Stride-2 output rows of at most half a vector go two to a vector (see
+        // `Tile::pairs`; at stride 1 the second load cost what the halved arithmetic saved).
+        let paired = stride2 && ow <= LANES / 2;
+        let tile_rows = if paired { 2 * ROWS } else { ROWS };
+        let mut rows = vec![zeros.as_ptr(); tile_rows * kh];
+        let mut wv = vec![_mm512_setzero_ps(); k];
         // 3×3 windows (nearly all of them) get loops the compiler unrolls.
         let square3 = (kh, kw) == (3, 3);
         for (j, plane_out) in out.chunks_exact_mut(l).enumerate() {
@@ -293,7 +373,7 @@ mod avx512 {
                 *v = _mm512_set1_ps(wt);
             }
             let bias = bias.map(|b| _mm512_set1_ps(b[ch]));
-            for y0 in (0..oh).step_by(ROWS) {
+            for y0 in (0..oh).step_by(tile_rows) {
                 for (r, window) in rows.chunks_exact_mut(kh).enumerate() {
                     for (a, row) in window.iter_mut().enumerate() {
                         let iy = ((y0 + r) * sh + a * dh) as isize - ph as isize;
@@ -319,10 +399,11 @@ mod avx512 {
                     // columns' masks keep the reads inside the rows (or `zeros`).
                     unsafe {
                         let dst = plane_out.as_mut_ptr().add(y0 * ow + x0);
-                        if square3 {
-                            tile.rows_left::<3>(left, stride2, dst, ow)
-                        } else {
-                            tile.rows_left::<0>(left, stride2, dst, ow)
+                        match (paired, square3) {
+                            (true, true) => tile.pairs_left::<3>(left, dst, ow),
+                            (true, false) => tile.pairs_left::<0>(left, dst, ow),
+                            (false, true) => tile.rows_left::<3>(left, stride2, dst, ow),
+                            (false, false) => tile.rows_left::<0>(left, stride2, dst, ow),
                         }
                     }
                 }
@@ -429,6 +510,95 @@ mod avx512 {
                 }
                 // SAFETY: the caller's contract.
                 unsafe { _mm512_mask_storeu_ps(dst.add(r * ow), self.store, acc) };
+            }
+        }
+
+        /// [`Tile::pairs`] over the `left` rows that remain (up to 2·[`ROWS`]), with `K` as
+        /// in it.
+        ///
+        /// # Safety
+        /// As for [`Tile::pairs`].
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn pairs_left<const K: usize>(&self, left: usize, dst: *mut f32, ow: usize) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                match left.min(2 * ROWS) {
+                    1 => self.pairs::<1, K>(dst, ow),
+                    2 => self.pairs::<2, K>(dst, ow),
+                    3 => self.pairs::<3, K>(dst, ow),
+                    4 => self.pairs::<4, K>(dst, ow),
+                    5 => self.pairs::<5, K>(dst, ow),
+                    6 => self.pairs::<6, K>(dst, ow),
+                    7 => self.pairs::<7, K>(dst, ow),
+                    _ => self.pairs::<{ 2 * ROWS }, K>(dst, ow),
+                }
+            }
+        }
+
+        /// [`Tile::run`] at column stride 2 for output rows of at most half a vector
+        /// (`ow` ≤ 8: MobileNet's stride-2 layers into 8² and 7²), two to a vector: rows 2i
+        /// and 2i + 1 in its low and high halves, so one permutation takes the even values of
+        /// both rows' loads and each tap is one multiply and add for both (a third faster).
+        /// The first `N` rows of the tile; `K` as in [`Tile::run`]. The same operations on
+        /// each value as [`Tile::run`].
+        ///
+        /// # Safety
+        /// As for [`Tile::run`] over `N` rows, each at most 8 wide.
+        #[inline]
+        #[target_feature(enable = "avx512f")]
+        unsafe fn pairs<const N: usize, const K: usize>(&self, dst: *mut f32, ow: usize) {
+            let (kh, kw) = if K > 0 {
+                (K, K)
+            } else {
+                (self.kh, self.cols.len())
+            };
+            const HALF: usize = LANES / 2;
+            // Lanes 0..8 the even values of the first load, 8..16 those of the second.
+            let evens =
+                _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+            let pairs = N.div_ceil(2);
+            let mut acc = [_mm512_setzero_ps(); ROWS];
+            for a in 0..kh {
+                for (e, col) in self.cols.iter().enumerate().take(kw) {
+                    let wv = self.wv[a * kw + e];
+                    for (i, acc) in acc.iter_mut().enumerate().take(pairs) {
+                        let (r0, r1) = (2 * i, 2 * i + 1);
+                        let at0 = self.rows[r0 * kh + a].wrapping_offset(col.offset);
+                        // A missing second row (N odd) reads the first again; its half is
+                        // never stored.
+                        let r1 = if r1 < N { r1 } else { r0 };
+                        let at1 = self.rows[r1 * kh + a].wrapping_offset(col.offset);
+                        // SAFETY: only the lanes under the mask are read (the caller's
+                        // contract); masked-off ones do not fault. The first 16 values
+                        // loaded hold the 8 outputs' windows.
+                        let v = unsafe {
+                            let lo = _mm512_maskz_loadu_ps(col.masks[0], at0);
+                            let hi = _mm512_maskz_loadu_ps(col.masks[0], at1);
+                            _mm512_permutex2var_ps(lo, evens, hi)
+                        };
+                        let p = _mm512_mul_ps(wv, v);
+                        *acc = if a == 0 && e == 0 {
+                            p
+                        } else {
+                            _mm512_add_ps(*acc, p)
+                        };
+                    }
+                }
+            }
+            let store = self.store & first_lanes(HALF);
+            for (i, mut acc) in acc.into_iter().enumerate().take(pairs) {
+                if let Some(b) = self.bias {
+                    acc = _mm512_add_ps(acc, b);
+                }
+                // SAFETY: the caller's contract; row 2i + 1 is stored only if it exists.
+                unsafe {
+                    let row = dst.add(2 * i * ow);
+                    _mm512_mask_storeu_ps(row, store, acc);
+                    if 2 * i + 1 < N {
+                        _mm512_mask_storeu_ps(row.add(ow).wrapping_sub(HALF), store << HALF, acc);
+                    }
+                }
             }
         }
     }
