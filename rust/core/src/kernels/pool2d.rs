@@ -193,8 +193,14 @@ pub(super) fn plane_rows<const MAX: bool>(
     }
 }
 
-/// The maximum or the sum of a whole plane, in `LANES` independent accumulators.
+/// The maximum or the sum of a whole plane, in `LANES` independent accumulators (a plane
+/// shorter than that in one: MobileNet's 2×2 planes spent their time starting and folding
+/// the accumulators). The same bits either way: the accumulators start at the reduction's
+/// start value, which leaves a sum started from 0 and any maximum as they are.
 fn plane<const MAX: bool>(x: &[f32]) -> f32 {
+    if x.len() < LANES {
+        return x.iter().fold(start::<MAX>(), |a, &v| step::<MAX>(a, v));
+    }
     let mut acc = [start::<MAX>(); LANES];
     let chunks = x.chunks_exact(LANES);
     let tail = chunks
