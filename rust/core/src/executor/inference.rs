@@ -13,7 +13,7 @@ use crate::tensor::NDArray;
 /// What a step's forward runs over its output as it writes it, in this order: the residual
 /// add after the step (see `residuals`), then the activation after the add, or after the step
 /// (see `fusions`).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(super) struct After {
     /// The add's step and its other operand (float32, of the output's shape).
     pub add: Option<(usize, NDArray)>,

@@ -101,7 +101,9 @@ pub(super) fn check_packed<const W: usize>(
 pub fn packs_weight(g: &ConvGeom) -> bool {
     let positions = g.batch * g.out_len();
     let few = positions <= CONV_PACKED_MAX_POSITIONS
-        || (positions <= 2 * CONV_PACKED_MAX_POSITIONS && g.weight_len() <= CONV_PACKED_L2_WEIGHT);
+        || (g.batch == 1
+            && positions <= 2 * CONV_PACKED_MAX_POSITIONS
+            && g.weight_len() <= CONV_PACKED_L2_WEIGHT);
     g.groups == 1 && !g.is_depthwise_2d() && few && g.col_rows() > 0
 }
 
