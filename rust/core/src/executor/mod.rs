@@ -671,7 +671,7 @@ impl Executor {
                             self.monitor.is_none() && (map.keeps_gradient() || no_grad)
                         })
                     };
-                    // At inference, what a step's forward also runs over its output: the
+                    // What a step's forward also runs over its output: at inference the
                     // residual add after it when its other operand is ready, then the
                     // activation after the add (or after the step).
                     let after = |s: usize| -> After {
@@ -681,7 +681,7 @@ impl Executor {
                                     || values.get(p).is_some_and(|v| v.len() > o))
                         };
                         let add = self.residual_into[s]
-                            .filter(|r| ready(&r.other))
+                            .filter(|r| inference && ready(&r.other))
                             .map(|r| (r.add, self.value(&values, r.other.0, r.other.1).clone()))
                             .filter(|(_, v)| v.dtype() == DType::Float32);
                         match add {
@@ -722,13 +722,7 @@ impl Executor {
                     let outs = match prepared_run {
                         Some(outs) => outs,
                         None => {
-                            let then = match inference {
-                                true => after(si),
-                                false => After {
-                                    add: None,
-                                    act: act(si),
-                                },
-                            };
+                            let then = after(si);
                             let fused_run = match then.is_empty() {
                                 true => None,
                                 false => then

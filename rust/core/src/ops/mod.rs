@@ -439,17 +439,17 @@ impl Operator for Float32Compute {
     fn same_shape_add(&self) -> bool {
         self.0.same_shape_add()
     }
+    // The fused and prepared paths run only on float32 data: otherwise outputs are cast after
+    // the kernel, which an epilogue or a prepared weight would not see.
     fn inference_affine(
         &self,
         ctx: &OpCtx,
         params: &[NDArray],
         aux: &[NDArray],
     ) -> Option<Result<ChannelAffine>> {
-        if all_f32(params) && all_f32(aux) {
-            self.0.inference_affine(ctx, params, aux)
-        } else {
-            None
-        }
+        (all_f32(params) && all_f32(aux))
+            .then(|| self.0.inference_affine(ctx, params, aux))
+            .flatten()
     }
     fn forward_affine(
         &self,
@@ -458,11 +458,9 @@ impl Operator for Float32Compute {
         affine: &ChannelAffine,
         epilogue: Option<&Epilogue>,
     ) -> Option<Result<Vec<NDArray>>> {
-        if all_f32(inputs) {
-            self.0.forward_affine(ctx, inputs, affine, epilogue)
-        } else {
-            None
-        }
+        all_f32(inputs)
+            .then(|| self.0.forward_affine(ctx, inputs, affine, epilogue))
+            .flatten()
     }
     fn prepare(
         &self,
@@ -470,11 +468,9 @@ impl Operator for Float32Compute {
         inputs: &[NDArray],
         affine: Option<&ChannelAffine>,
     ) -> Option<Result<Prepared>> {
-        if all_f32(inputs) {
-            self.0.prepare(ctx, inputs, affine)
-        } else {
-            None
-        }
+        all_f32(inputs)
+            .then(|| self.0.prepare(ctx, inputs, affine))
+            .flatten()
     }
     fn prepared_from(&self, n: usize) -> std::ops::Range<usize> {
         self.0.prepared_from(n)
@@ -486,11 +482,9 @@ impl Operator for Float32Compute {
         prepared: &Prepared,
         epilogue: Option<&Epilogue>,
     ) -> Option<Result<Vec<NDArray>>> {
-        if all_f32(inputs) {
-            self.0.forward_prepared(ctx, inputs, prepared, epilogue)
-        } else {
-            None
-        }
+        all_f32(inputs)
+            .then(|| self.0.forward_prepared(ctx, inputs, prepared, epilogue))
+            .flatten()
     }
     fn prepare_mapped(
         &self,
@@ -499,11 +493,9 @@ impl Operator for Float32Compute {
         affine: Option<&ChannelAffine>,
         map: &InputMap,
     ) -> Option<Result<Prepared>> {
-        if all_f32(inputs) {
-            self.0.prepare_mapped(ctx, inputs, affine, map)
-        } else {
-            None
-        }
+        all_f32(inputs)
+            .then(|| self.0.prepare_mapped(ctx, inputs, affine, map))
+            .flatten()
     }
     fn forward_prepared_mapped(
         &self,
@@ -513,12 +505,12 @@ impl Operator for Float32Compute {
         map: &InputMap,
         epilogue: Option<&Epilogue>,
     ) -> Option<Result<Vec<NDArray>>> {
-        if all_f32(inputs) {
-            self.0
-                .forward_prepared_mapped(ctx, inputs, prepared, map, epilogue)
-        } else {
-            None
-        }
+        all_f32(inputs)
+            .then(|| {
+                self.0
+                    .forward_prepared_mapped(ctx, inputs, prepared, map, epilogue)
+            })
+            .flatten()
     }
     fn forward_then(
         &self,
@@ -527,12 +519,9 @@ impl Operator for Float32Compute {
         aux: &mut [NDArray],
         epilogue: &Epilogue,
     ) -> Option<Result<Vec<NDArray>>> {
-        // Only the all-float32 case: otherwise the output is cast after the kernel.
-        if all_f32(inputs) && all_f32(aux) {
-            self.0.forward_then(ctx, inputs, aux, epilogue)
-        } else {
-            None
-        }
+        (all_f32(inputs) && all_f32(aux))
+            .then(|| self.0.forward_then(ctx, inputs, aux, epilogue))
+            .flatten()
     }
     fn forward(
         &self,
