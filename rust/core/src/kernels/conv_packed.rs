@@ -1,15 +1,27 @@
-//! Convolution products over few output positions against a large weight — the deep layers of
-//! a CNN at batch-1 inference: 512 filters × 4608 column rows over 2×2 positions in ResNet-18
-//! at 64², 1024 → 2048 over 2×2 in ResNet-50. A general GEMM packs the whole weight on every
-//! call and then runs a handful of columns through it (25 GFLOP/s measured); here the weight
-//! is packed once ([`PackedFilters`], kept by the executor between passes) into panels of 16
-//! filters, and each step of the product broadcasts one column value against a panel row:
-//! the weight streams through once, the few positions stay in registers.
+//! Convolution products with the weight packed ahead into panels of 16 filters, each step
+//! broadcasting one column value against a panel row: the few positions of a tile stay in
+//! registers while the weight streams through.
+//!
+//! Two kinds of layer run here at inference. The deep layers of a CNN over one image have
+//! few positions against a large weight: 512 filters × 4608 column rows over 2×2 positions
+//! in ResNet-18 at 64², 1024 → 2048 over 2×2 in ResNet-50. A general GEMM packs the whole
+//! weight on every call and then runs a handful of columns through it (25 GFLOP/s
+//! measured); here the weight is packed once ([`PackedFilters`], kept by the executor
+//! between passes) and streams through once. Mid-sized layers over one image (7² to 40²,
+//! see `tuning::CONV_GATHER_MAX_POSITIONS`) run here too: a block of the weight stays in L1
+//! while every position passes over it, and the product splits the filters among the
+//! threads, which then share nothing.
+//!
+//! No column matrix is written: the product reads each column value where it lies in the
+//! (zero-padded) input ([`Gathered`]).
 
-use super::conv::{im2col, split_pass, ConvGeom};
+use super::conv::ConvGeom;
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
-use super::tuning::{CONV_PACKED_L2_WEIGHT, CONV_PACKED_MAX_POSITIONS};
+use super::tuning::{
+    CONV_GATHER_MAX_POSITIONS, CONV_GATHER_MAX_WEIGHT, CONV_GATHER_MIN_FILTERS,
+    CONV_GATHER_MIN_ROWS, CONV_PACKED_L2_WEIGHT, CONV_PACKED_MAX_POSITIONS, DIRECT_OWN_PAD_MAX,
+};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
@@ -96,21 +108,31 @@ pub(super) fn check_packed<const W: usize>(
 }
 
 /// Whether a convolution runs through [`conv_forward_packed`] when its weight can be packed
-/// ahead (inference): few output positions in all (batch-1 deep layers, see
-/// [`CONV_PACKED_MAX_POSITIONS`] and [`CONV_PACKED_L2_WEIGHT`]), one group, not depthwise.
+/// ahead (inference): one group, not depthwise, and
+/// - few output positions in all (batch-1 deep layers, see [`CONV_PACKED_MAX_POSITIONS`] and
+///   [`CONV_PACKED_L2_WEIGHT`]);
+/// - or, over one image, a window wider than 1×1 with a mid-sized output and enough filters
+///   and rows (see [`CONV_GATHER_MAX_POSITIONS`]).
 pub fn packs_weight(g: &ConvGeom) -> bool {
     let positions = g.batch * g.out_len();
     let few = positions <= CONV_PACKED_MAX_POSITIONS
         || (g.batch == 1
             && positions <= 2 * CONV_PACKED_MAX_POSITIONS
             && g.weight_len() <= CONV_PACKED_L2_WEIGHT);
-    g.groups == 1 && !g.is_depthwise_2d() && few && g.col_rows() > 0
+    let mid = g.batch == 1
+        && !g.is_pointwise()
+        && positions <= CONV_GATHER_MAX_POSITIONS
+        && g.filters >= CONV_GATHER_MIN_FILTERS
+        && g.col_rows() >= CONV_GATHER_MIN_ROWS
+        && g.weight_len() <= CONV_GATHER_MAX_WEIGHT;
+    g.groups == 1 && !g.is_depthwise_2d() && (few || mid) && g.col_rows() > 0
 }
 
 /// [`conv_forward`] with the weight packed ahead ([`PackedFilters`] of `(filters, col_rows)`):
-/// the columns of the whole batch (for one sample of a 1×1 convolution, its input as it is)
-/// through [`packed_product`], which writes the output in place with the bias; then
-/// `epilogue`. For few positions against a large weight (see [`packs_weight`]).
+/// the product reads its columns straight from the input ([`Gathered`]; zero-padded first
+/// when the geometry pads) and writes the output in place with the bias; `epilogue` runs
+/// over each panel's filters as they are done, while they are in cache. For few positions
+/// against a large weight, and mid-sized layers over one image (see [`packs_weight`]).
 pub fn conv_forward_packed(
     g: &ConvGeom,
     x: &[f32],
@@ -120,39 +142,177 @@ pub fn conv_forward_packed(
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
 ) -> Result<()> {
     check_packed(g, x, w, bias, y)?;
-    let l = g.out_len();
+    let (f, l) = (g.filters, g.out_len());
     let positions = g.batch * l;
-    if g.batch == 1 && g.is_pointwise() {
-        packed_product(w, x, l, positions, l, bias, y, true);
-    } else if panel_parts(w, positions, true) > 1 {
-        // Each part unfolds its own copy of the (few) columns, in its own core's cache:
-        // reading one copy from the other core's cache cost more than unfolding twice
-        // (ResNet's 128 → 128 3×3 at 8²: 90 µs against 108; 256 → 256 at 4², 85 against 100).
-        let parts = panel_parts(w, positions, true);
-        let panels = w.panels();
-        let out = OutLayout {
-            filters: w.filters,
-            l,
-        };
-        let yp = SendPtr(y.as_mut_ptr());
-        (0..parts).into_par_iter().for_each(|part| {
-            let mut cols = Scratch::take(positions * g.col_rows());
-            im2col(g, x, g.batch, &mut cols, false);
-            let (p0, p1) = (part * panels / parts, (part + 1) * panels / parts);
-            // SAFETY: part `part` writes the outputs of its own filters only, inside `y`
-            // (checked above); the columns and the panels were built to size.
-            unsafe { product_panels(w, p0..p1, &cols, positions, positions, out, bias, yp.get()) };
+    if positions == 0 || f == 0 {
+        return Ok(());
+    }
+    let cols = Gathered::new(g);
+    let out = OutLayout { filters: f, l };
+    let yp = SendPtr(y.as_mut_ptr());
+    let done = |f0: usize, f1: usize| {
+        if let Some(e) = epilogue {
+            for n in 0..g.batch {
+                // SAFETY: filters f0..f1 of every sample were written by this part alone,
+                // inside `y` (checked above).
+                e(unsafe {
+                    std::slice::from_raw_parts_mut(yp.get().add((n * f + f0) * l), (f1 - f0) * l)
+                });
+            }
+        }
+    };
+    let padded = g.batch * g.channels * padded_dims(g).iter().product::<usize>();
+    let pads = g.pad != [0; 3];
+    if cols.reach() >= if pads { padded } else { x.len() } {
+        return Err(Error::Msg(format!(
+            "internal: packed conv: columns past the input of {g:?}"
+        )));
+    }
+    let parts = panel_parts(w, positions, true);
+    let panels = w.panels();
+    let run = |part: usize, src: &[f32]| {
+        let (p0, p1) = (part * panels / parts, (part + 1) * panels / parts);
+        // SAFETY: part `part` writes the outputs of its own filters only, inside `y`
+        // (checked above); every column offset lies inside `src` (checked above), and the
+        // panels were built to size.
+        unsafe { product_panels(w, p0..p1, src, &cols, positions, out, bias, yp.get(), &done) };
+    };
+    if !pads {
+        each_part(parts, |part| run(part, x));
+    } else if parts > 1 && padded <= DIRECT_OWN_PAD_MAX {
+        // Each part pads its own copy, in its own core's cache, as the direct path does
+        // (`conv_direct`): reading one copy from the other core's cache cost more than
+        // padding twice.
+        each_part(parts, |part| {
+            let mut xp = Scratch::take(padded);
+            pad_input(g, x, &mut xp);
+            run(part, &xp)
         });
     } else {
-        let mut cols = Scratch::take(positions * g.col_rows());
-        let split = split_pass(true, cols.len());
-        im2col(g, x, g.batch, &mut cols, split);
-        packed_product(w, &cols, positions, positions, l, bias, y, true);
-    }
-    if let Some(e) = epilogue {
-        e(y);
+        let mut xp = Scratch::take(padded);
+        pad_input(g, x, &mut xp);
+        each_part(parts, |part| run(part, &xp));
     }
     Ok(())
+}
+
+/// Runs `part(i)` for each of `parts` parts: side by side on the pool, or on the caller
+/// alone for one part.
+fn each_part(parts: usize, part: impl Fn(usize) + Sync + Send) {
+    if parts > 1 {
+        (0..parts).into_par_iter().for_each(part);
+    } else {
+        part(0);
+    }
+}
+
+/// The sizes of `g`'s input with its padding on both sides of each axis.
+fn padded_dims(g: &ConvGeom) -> [usize; 3] {
+    std::array::from_fn(|i| g.input[i] + 2 * g.pad[i])
+}
+
+/// Writes `x (batch, channels, input)` into `xp` with `g.pad` zeros on both sides of each
+/// spatial axis ([`padded_dims`]).
+fn pad_input(g: &ConvGeom, x: &[f32], xp: &mut [f32]) {
+    let [_, hp, wp] = padded_dims(g);
+    let [id, ih, iw] = g.input;
+    let [pd, ph, pw] = g.pad;
+    let planes = x.chunks_exact(g.in_len().max(1));
+    for (src, dst) in planes.zip(xp.chunks_exact_mut(padded_dims(g).iter().product())) {
+        for (i, row) in dst.chunks_exact_mut(wp).enumerate() {
+            let z = (i / hp).checked_sub(pd).filter(|&z| z < id);
+            let yy = (i % hp).checked_sub(ph).filter(|&yy| yy < ih);
+            let (Some(z), Some(yy)) = (z, yy) else {
+                row.fill(0.0);
+                continue;
+            };
+            row[..pw].fill(0.0);
+            row[pw..pw + iw].copy_from_slice(&src[(z * ih + yy) * iw..][..iw]);
+            row[pw + iw..].fill(0.0);
+        }
+    }
+}
+
+/// Where a product reads its columns `B (k × positions)`: value `(r, q)` at
+/// `src[row(r) + at(q)]`, `src` the slice the caller checked these offsets against.
+pub(super) trait Columns: Sync {
+    /// The offset of row `r` (a channel and kernel tap).
+    fn row(&self, r: usize) -> usize;
+    /// The offset of position `q` (a sample and output position).
+    fn at(&self, q: usize) -> usize;
+}
+
+/// A column matrix, or the input of a fully-connected layer: rows `ldb` apart.
+#[derive(Clone, Copy)]
+struct Matrix {
+    ldb: usize,
+}
+
+impl Columns for Matrix {
+    #[inline(always)]
+    fn row(&self, r: usize) -> usize {
+        r * self.ldb
+    }
+
+    #[inline(always)]
+    fn at(&self, q: usize) -> usize {
+        q
+    }
+}
+
+/// A convolution's columns read where they lie in its (padded) input, so no column matrix is
+/// written: row `(c, tap)` is channel `c`'s plane shifted by the tap, position `(n, o)` is
+/// sample `n`'s image at output position `o`'s window corner, any stride or dilation.
+struct Gathered {
+    rows: Vec<usize>,
+    at: Vec<usize>,
+}
+
+impl Gathered {
+    /// The offsets of `g`'s columns in its input padded to [`padded_dims`] (the input itself
+    /// when `g` does not pad), in im2col's row order (the weight's).
+    fn new(g: &ConvGeom) -> Self {
+        let [_, hp, wp] = padded_dims(g);
+        let plane: usize = padded_dims(g).iter().product();
+        let ([kd, kh, kw], [dd, dh, dw]) = (g.kernel, g.dilate);
+        let ([od, oh, ow], [sd, sh, sw]) = (g.output, g.stride);
+        let taps = (0..kd * kh * kw).map(|t| {
+            let (a, b, e) = (t / (kh * kw), t / kw % kh, t % kw);
+            (a * dd * hp + b * dh) * wp + e * dw
+        });
+        let taps: Vec<usize> = taps.collect();
+        let rows = (0..g.channels)
+            .flat_map(|c| taps.iter().map(move |t| c * plane + t))
+            .collect();
+        let corners = (0..od * oh * ow).map(|o| {
+            let (z, y, x) = (o / (oh * ow), o / ow % oh, o % ow);
+            (z * sd * hp + y * sh) * wp + x * sw
+        });
+        let corners: Vec<usize> = corners.collect();
+        let image = g.channels * plane;
+        let at = (0..g.batch)
+            .flat_map(|n| corners.iter().map(move |o| n * image + o))
+            .collect();
+        Gathered { rows, at }
+    }
+
+    /// The largest offset any value is read at.
+    fn reach(&self) -> usize {
+        let max = |v: &[usize]| v.iter().copied().max().unwrap_or(0);
+        max(&self.rows) + max(&self.at)
+    }
+}
+
+impl Columns for Gathered {
+    #[inline(always)]
+    fn row(&self, r: usize) -> usize {
+        self.rows[r]
+    }
+
+    #[inline(always)]
+    fn at(&self, q: usize) -> usize {
+        self.at[q]
+    }
 }
 
 /// Where the product's outputs go: position `p` of the `positions` columns is sample `p / l`,
@@ -210,13 +370,21 @@ pub fn packed_product(
         let (p0, p1) = (part * panels / parts, (part + 1) * panels / parts);
         // SAFETY: part `part` writes the outputs of filters p0·16.. only (disjoint parts), all
         // inside `y` (checked above); `b` and the panels were checked or built to size.
-        unsafe { product_panels(w, p0..p1, b, ldb, positions, out, bias, yp.get()) };
+        unsafe {
+            product_panels(
+                w,
+                p0..p1,
+                b,
+                &Matrix { ldb },
+                positions,
+                out,
+                bias,
+                yp.get(),
+                &|_, _| {},
+            )
+        };
     };
-    if parts > 1 {
-        (0..parts).into_par_iter().for_each(run);
-    } else {
-        run(0);
-    }
+    each_part(parts, run);
 }
 
 /// How many parts (of equal numbers of panels) a product over `positions` shares among the
@@ -245,30 +413,32 @@ impl SendPtr {
 }
 
 /// The outputs of panels `panels` for every position: AVX-512 tiles when the CPU has them,
-/// else plain loops.
+/// else plain loops. `done(f0, f1)` is called once filters `f0..f1` are written for every
+/// position.
 ///
 /// # Safety
-/// `y` holds the `(samples, filters, l)` output; `b` holds `k` rows of `positions` values
-/// `ldb` apart.
+/// `y` holds the `(samples, filters, l)` output; `cols` reads `k` rows of `positions` values
+/// inside `b`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn product_panels(
+unsafe fn product_panels<C: Columns>(
     w: &PackedFilters,
     panels: std::ops::Range<usize>,
     b: &[f32],
-    ldb: usize,
+    cols: &C,
     positions: usize,
     out: OutLayout,
     bias: Option<&[f32]>,
     y: *mut f32,
+    done: &(dyn Fn(usize, usize) + Sync),
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
         // SAFETY: the CPU has AVX-512F; the caller's contract covers the operands.
-        unsafe { avx512::product(w, panels, b, ldb, positions, out, bias, y) };
+        unsafe { avx512::product(w, panels, b, cols, positions, out, bias, y, done) };
         return;
     }
     // SAFETY: the caller's contract.
-    unsafe { product_plain(w, panels, b, ldb, positions, out, bias, y) };
+    unsafe { product_plain(w, panels, b, cols, positions, out, bias, y, done) };
 }
 
 /// Writes a tile's sums `acc[r][j]` (position `q + r`, filter `f0 + j`, `width` filters) into
@@ -286,14 +456,24 @@ unsafe fn store(
     y: *mut f32,
 ) {
     let width = width.min(out.filters - f0);
-    for (r, row) in acc.iter().enumerate() {
-        let base = out.base(q + r);
-        for (j, &v) in row[..width].iter().enumerate() {
+    // Run by run of positions within one sample, filter by filter: each filter's outputs for
+    // a run are contiguous.
+    let mut r = 0;
+    while r < acc.len() {
+        let p = q + r;
+        let run = (out.l - p % out.l).min(acc.len() - r);
+        let base = out.base(p);
+        for j in 0..width {
             let f = f0 + j;
-            let v = v + bias.map_or(0.0, |b| b[f]);
-            // SAFETY: (f, q + r) is inside the output (the caller's contract).
-            unsafe { *y.add(base + f * out.l) = v };
+            let b = bias.map_or(0.0, |b| b[f]);
+            // SAFETY: filter f's outputs for positions p..p + run are inside the output (the
+            // caller's contract), and only this call writes them.
+            let dst = unsafe { std::slice::from_raw_parts_mut(y.add(base + f * out.l), run) };
+            for (d, sums) in dst.iter_mut().zip(&acc[r..r + run]) {
+                *d = sums[j] + b;
+            }
         }
+        r += run;
     }
 }
 
@@ -302,15 +482,16 @@ unsafe fn store(
 /// # Safety
 /// See [`product_panels`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn product_plain(
+unsafe fn product_plain<C: Columns>(
     w: &PackedFilters,
     panels: std::ops::Range<usize>,
     b: &[f32],
-    ldb: usize,
+    cols: &C,
     positions: usize,
     out: OutLayout,
     bias: Option<&[f32]>,
     y: *mut f32,
+    done: &(dyn Fn(usize, usize) + Sync),
 ) {
     let k = w.k;
     for p in panels {
@@ -318,7 +499,7 @@ unsafe fn product_plain(
         for q in 0..positions {
             let mut acc = [[0.0f32; ACC]; 1];
             for (r, wrow) in panel.chunks_exact(LANES).enumerate() {
-                let x = b[r * ldb + q];
+                let x = b[cols.row(r) + cols.at(q)];
                 acc[0][..LANES]
                     .iter_mut()
                     .zip(wrow)
@@ -327,12 +508,13 @@ unsafe fn product_plain(
             // SAFETY: the caller's contract.
             unsafe { store(&acc, q, p * LANES, LANES, out, bias, y) };
         }
+        done(p * LANES, ((p + 1) * LANES).min(w.filters));
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{store, OutLayout, PackedFilters, ACC, LANES};
+    use super::{store, Columns, OutLayout, PackedFilters, ACC, LANES};
     use std::arch::x86_64::*;
 
     /// Rows of `k` per block: a block of 3 panels (12 KB) stays in the core's L1 cache while
@@ -345,23 +527,26 @@ mod avx512 {
     /// stream prefetcher stops and must find the stream again.
     const FETCH_ROWS: usize = 32;
 
-    /// Positions per tile: with 3 panels, 24 of the 32 vector registers hold sums.
-    const MR: usize = 8;
+    /// Positions per tile: with 3 panels, 21 sums, 3 panel rows and 7 broadcast values fill
+    /// the 32 vector registers. With 8 the compiler kept some sums on the stack, reloading and
+    /// storing them on every row (SqueezeNet's 64 → 256 3×3 at 13²: 174 µs against 150).
+    const MR: usize = 7;
 
-    /// One tile: `MR` consecutive positions (column values `b[r · ldb + i]`, i < MR) against
-    /// `NV` consecutive panels (`w`, `ps` apart) over `kc` rows, the `MR · NV` accumulators in
-    /// registers: per row NV panel loads and MR broadcasts feed MR · NV FMAs. The sums start
-    /// from `acc` (or 0 when `fresh`) and go back to it, so a product over several blocks of
-    /// rows adds them in order, as one pass over all rows would.
+    /// One tile: `MR` consecutive positions `q..` against `NV` consecutive panels (`w`, `ps`
+    /// apart) over rows `k0..k0 + kc` of the columns (panel rows from `w` on), the `MR · NV`
+    /// accumulators in registers: per row NV panel loads and MR broadcasts feed MR · NV FMAs.
+    /// The sums start from `acc` (or 0 when `fresh`) and go back to it, so a product over
+    /// several blocks of rows adds them in order, as one pass over all rows would.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn tile<const MR: usize, const NV: usize, const FETCH: bool>(
-        b: *const f32,
-        ldb: usize,
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<C: Columns, const MR: usize, const NV: usize, const FETCH: bool>(
+        (b, cols): (*const f32, &C),
+        (k0, q): (usize, usize),
         kc: usize,
         w: *const f32,
         ps: usize,
-        acc: &mut [[f32; ACC]],
+        acc: &mut [[f32; ACC]; MR],
         fresh: bool,
     ) {
         let mut sums = [[_mm512_setzero_ps(); NV]; MR];
@@ -373,6 +558,9 @@ mod avx512 {
                 }
             }
         }
+        // SAFETY (the pointers and the loads through them): the caller's contract puts every
+        // column value inside `b`.
+        let at: [*const f32; MR] = std::array::from_fn(|i| unsafe { b.add(cols.at(q + i)) });
         for r in 0..kc {
             if FETCH {
                 for v in 0..NV {
@@ -386,9 +574,10 @@ mod avx512 {
                 // SAFETY: panel v holds kc rows of LANES values from w.
                 *x = unsafe { _mm512_loadu_ps(w.add(v * ps + r * LANES)) };
             }
+            let off = cols.row(k0 + r);
             for (i, row) in sums.iter_mut().enumerate() {
-                // SAFETY: row r of the column matrix holds the tile's MR positions.
-                let x = _mm512_set1_ps(unsafe { *b.add(r * ldb + i) });
+                // SAFETY: see `at`.
+                let x = _mm512_set1_ps(unsafe { *at[i].add(off) });
                 for (s, &y) in row.iter_mut().zip(&wv) {
                     *s = _mm512_fmadd_ps(x, y, *s);
                 }
@@ -406,11 +595,10 @@ mod avx512 {
     /// block of rows by block of rows; `acc` holds a row of sums per position.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    unsafe fn panels<const NV: usize>(
+    unsafe fn panels<C: Columns, const NV: usize>(
         w: &PackedFilters,
         p: usize,
-        b: *const f32,
-        ldb: usize,
+        (b, cols): (*const f32, &C),
         positions: usize,
         acc: &mut [[f32; ACC]],
     ) {
@@ -420,56 +608,56 @@ mod avx512 {
         for k0 in (0..k).step_by(KC) {
             let kc = KC.min(k - k0);
             let fresh = k0 == 0;
-            // SAFETY (all tiles): rows k0..k0 + kc of the panels and of b exist, positions
-            // q..q + MR are columns of b, and acc holds a row per position.
+            let bc = (b, cols);
+            // SAFETY (all tiles): rows k0..k0 + kc of the panels and of the columns exist,
+            // and the tiles' positions are columns.
             unsafe {
-                let (bk, wk) = (b.add(k0 * ldb), wp.add(k0 * LANES));
-                let mut q = 0;
-                // The first tile of a block brings its weight in (and fetches ahead of it);
-                // the others find it in L1.
-                if positions >= MR {
-                    tile::<MR, NV, true>(bk, ldb, kc, wk, ps, &mut acc[..MR], fresh);
-                    q = MR;
+                let wk = wp.add(k0 * LANES);
+                let (tiles, rest) = acc[..positions].as_chunks_mut::<MR>();
+                let q = tiles.len() * MR;
+                for (t, a) in tiles.iter_mut().enumerate() {
+                    // The first tile of a block brings its weight in (and fetches ahead of
+                    // it); the others find it in L1.
+                    match t {
+                        0 => tile::<C, MR, NV, true>(bc, (k0, 0), kc, wk, ps, a, fresh),
+                        _ => tile::<C, MR, NV, false>(bc, (k0, t * MR), kc, wk, ps, a, fresh),
+                    }
                 }
-                while q + MR <= positions {
-                    tile::<MR, NV, false>(bk.add(q), ldb, kc, wk, ps, &mut acc[q..q + MR], fresh);
-                    q += MR;
+                // The last positions, fewer than MR, as a tile of their own size.
+                macro_rules! last {
+                    ($($n:literal)*) => {
+                        match rest.len() {
+                            $($n => if let Some(a) = rest.first_chunk_mut::<$n>() {
+                                tile::<C, $n, NV, true>(bc, (k0, q), kc, wk, ps, a, fresh)
+                            },)*
+                            _ => {}
+                        }
+                    };
                 }
-                let rest = &mut acc[q..positions];
-                let bq = bk.add(q);
-                match positions - q {
-                    0 => {}
-                    1 => tile::<1, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
-                    2 => tile::<2, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
-                    3 => tile::<3, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
-                    4 => tile::<4, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
-                    5 => tile::<5, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
-                    6 => tile::<6, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
-                    _ => tile::<7, NV, true>(bq, ldb, kc, wk, ps, rest, fresh),
-                }
+                last!(1 2 3 4 5 6);
             }
         }
     }
 
-    /// See `product_panels`. Tiles of 8 positions × 3 panels keep 24 of the 32 vector
-    /// registers as accumulators (6 × 4 ran no faster). Panels go 3 at a time, the rest 2 or 1
-    /// at once, each group's weight a block of rows at a time through every tile of positions.
+    /// See `product_panels`. Tiles of `MR` positions × 3 panels. Panels go 3 at a time, the
+    /// rest 2 or 1 at once, each group's weight a block of rows at a time through every tile of positions.
     ///
     /// # Safety
     /// The CPU supports AVX-512F, and `product_panels`' contract.
     #[target_feature(enable = "avx512f")]
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn product(
+    pub(super) unsafe fn product<C: Columns>(
         w: &PackedFilters,
         panels_range: std::ops::Range<usize>,
         b: &[f32],
-        ldb: usize,
+        cols: &C,
         positions: usize,
         out: OutLayout,
         bias: Option<&[f32]>,
         y: *mut f32,
+        done: &(dyn Fn(usize, usize) + Sync),
     ) {
-        let bp = b.as_ptr();
+        let bc = (b.as_ptr(), cols);
         let mut acc = vec![[0.0f32; ACC]; positions];
         let mut p = panels_range.start;
         while p < panels_range.end {
@@ -482,12 +670,13 @@ mod avx512 {
             // contract), acc holds a row per position, and the stores stay in the output.
             unsafe {
                 match nv {
-                    3 => panels::<3>(w, p, bp, ldb, positions, &mut acc),
-                    2 => panels::<2>(w, p, bp, ldb, positions, &mut acc),
-                    _ => panels::<1>(w, p, bp, ldb, positions, &mut acc),
+                    3 => panels::<C, 3>(w, p, bc, positions, &mut acc),
+                    2 => panels::<C, 2>(w, p, bc, positions, &mut acc),
+                    _ => panels::<C, 1>(w, p, bc, positions, &mut acc),
                 }
                 store(&acc, 0, p * LANES, nv * LANES, out, bias, y);
             }
+            done(p * LANES, ((p + nv) * LANES).min(w.filters));
             p += nv;
         }
     }
@@ -539,11 +728,12 @@ mod tests {
                     &packed,
                     0..packed.panels(),
                     &b,
-                    ldb,
+                    &Matrix { ldb },
                     positions,
                     out,
                     Some(&bias),
                     plain.as_mut_ptr(),
+                    &|_, _| {},
                 )
             };
             for (i, &want) in want.iter().enumerate() {

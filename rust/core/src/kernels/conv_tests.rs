@@ -407,9 +407,11 @@ fn pointwise_samples_in_parallel_match_the_naive_sum() {
     close(&y, &want);
 }
 
-/// The packed-weight kernel against the GEMM path: every one-group geometry above, a 1×1
-/// convolution at batch 1 (its input read as the column matrix) and at batch 3, with bias and
-/// an epilogue.
+/// The packed-weight kernel (its columns read from the padded input) against the GEMM path:
+/// every one-group geometry above, a 1×1 convolution at batch 1 (its input read as the column
+/// matrix) and at batch 3, layers split across the pool, and mid-sized images over one
+/// sample (`packs_weight`'s second rule: position counts off the tile size, a 1×7 window, a
+/// stride with padding, a dilation); with bias and an epilogue, which runs panel by panel.
 #[test]
 fn packed_weights_match_the_gemm_path() {
     let mut cases: Vec<ConvGeom> = geoms().into_iter().filter(|g| g.groups == 1).collect();
@@ -423,6 +425,56 @@ fn packed_weights_match_the_gemm_path() {
     for (c, f, size) in [(128, 128, 8), (256, 256, 4), (40, 70, 5)] {
         let hw = [1, size, size];
         cases.push(mk(1, c, f, 1, hw, [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]));
+    }
+    let mid = [
+        mk(
+            1,
+            32,
+            64,
+            1,
+            [1, 13, 13],
+            [1, 3, 3],
+            [1; 3],
+            [1; 3],
+            [0, 1, 1],
+        ),
+        mk(
+            1,
+            40,
+            80,
+            1,
+            [1, 17, 17],
+            [1, 1, 7],
+            [1; 3],
+            [1; 3],
+            [0, 0, 3],
+        ),
+        mk(
+            1,
+            36,
+            96,
+            1,
+            [1, 31, 29],
+            [1, 3, 3],
+            [1, 2, 2],
+            [1; 3],
+            [0, 1, 1],
+        ),
+        mk(
+            1,
+            30,
+            70,
+            1,
+            [1, 12, 12],
+            [1, 3, 3],
+            [1; 3],
+            [1, 2, 2],
+            [0, 2, 2],
+        ),
+    ];
+    for g in mid {
+        assert!(packs_weight(&g), "{g:?}");
+        cases.push(g);
     }
     for g in cases {
         let x = vals(g.batch * g.channels * g.in_len(), 15);
@@ -647,8 +699,9 @@ fn tiled_path_choice() {
     assert!(!one(16, 256, 256, 28, 3)); // a batch: the GEMM spans the block's samples
     assert!(one(16, 128, 32, 56, 3)); // ... unless the filters are few
     assert!(one(16, 16, 64, 55, 3)); // or the weight is small (the direct kernel)
-    assert!(one(1, 64, 64, 14, 3));
-    assert!(!one(1, 64, 64, 7, 3)); // a vector would span three rows
+    assert!(!one(1, 64, 64, 14, 3)); // mid-sized over one image: packed (`packs_weight`)
+    assert!(one(1, 128, 32, 14, 3)); // ... unless the filters are few
+    assert!(!one(1, 32, 32, 7, 3)); // a vector would span three rows
     assert!(!one(1, 16, 16, 20, 5)); // 4 of each 24 padded positions thrown away
     assert!(one(1, 128, 16, 55, 1)); // narrowing to few filters
     assert!(one(1, 144, 24, 56, 1));

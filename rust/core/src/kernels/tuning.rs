@@ -64,6 +64,30 @@ pub const CONV_PACKED_MAX_POSITIONS: usize = 32;
 /// 256 → 256 1×1 over 16 × 2² ran in 42 µs through it against 51 packed.
 pub const CONV_PACKED_L2_WEIGHT: usize = 1 << 18;
 
+/// Output positions up to which an inference convolution over one image with a window wider
+/// than 1×1 runs through its weight packed ahead (`kernels::conv_packed`), reading its
+/// columns straight from the padded image, when it also has at least
+/// [`CONV_GATHER_MIN_FILTERS`] filters, [`CONV_GATHER_MIN_ROWS`] column rows and at most
+/// [`CONV_GATHER_MAX_WEIGHT`] weight values. Each block of the weight then stays in L1 while
+/// every position passes it, the positions' sums in L2: Inception v3's 1×7 and 7×1 layers
+/// over 17² ran in 0.39 ms against 0.56 (the GEMM), its 64 → 96 3×3 over 35² in 0.49 against
+/// 0.57, SqueezeNet's 64 → 256 3×3 over 13² in 0.13 against 0.19. With fewer rows the sums'
+/// traffic dominates: SqueezeNet's 16 → 64 3×3 over 55² (144 rows) took 0.24 against 0.16 on
+/// the direct path, ResNet's 3 → 64 7×7 over 32² output 98 µs against 81.
+pub const CONV_GATHER_MAX_POSITIONS: usize = 1600;
+
+/// Filters from which [`CONV_GATHER_MAX_POSITIONS`] applies: its product splits the filters
+/// among the threads, two panels of 16 a thread at least; DenseNet's 128 → 32 3×3 layers ran
+/// on one thread there, 0.30 ms over 28² against 0.18 on the direct path.
+pub const CONV_GATHER_MIN_FILTERS: usize = 64;
+
+/// Column rows (channels × window) from which [`CONV_GATHER_MAX_POSITIONS`] applies.
+pub const CONV_GATHER_MIN_ROWS: usize = 256;
+
+/// Weight values up to which [`CONV_GATHER_MAX_POSITIONS`] applies: Inception's 288 → 384
+/// 3×3/2 into 17² (1 M values) ran in 1.5 ms against 1.8 on the GEMM.
+pub const CONV_GATHER_MAX_WEIGHT: usize = 1 << 20;
+
 /// Output width from which an inference convolution (wider than 1×1) gathers its columns
 /// tile by tile (`kernels::conv_tiled`) instead of im2col + GEMM. Each output row is one run
 /// of the gather, with its own bookkeeping: at 14×14 and 7×7 that cost more than the
