@@ -108,24 +108,27 @@ pub(super) fn check_packed<const W: usize>(
 }
 
 /// Whether a convolution runs through [`conv_forward_packed`] when its weight can be packed
-/// ahead (inference): one group, not depthwise, and
-/// - few output positions in all (batch-1 deep layers, see [`CONV_PACKED_MAX_POSITIONS`] and
-///   [`CONV_PACKED_L2_WEIGHT`]);
-/// - or, over one image, a window wider than 1×1 with a mid-sized output and enough filters
-///   and rows (see [`CONV_GATHER_MAX_POSITIONS`]).
+/// ahead (inference): one group, not depthwise, and either few output positions in all
+/// (batch-1 deep layers, see [`CONV_PACKED_MAX_POSITIONS`] and [`CONV_PACKED_L2_WEIGHT`]), or
+/// a mid-sized layer ([`mid_sized`]).
 pub fn packs_weight(g: &ConvGeom) -> bool {
     let positions = g.batch * g.out_len();
     let few = positions <= CONV_PACKED_MAX_POSITIONS
         || (g.batch == 1
             && positions <= 2 * CONV_PACKED_MAX_POSITIONS
             && g.weight_len() <= CONV_PACKED_L2_WEIGHT);
-    let mid = g.batch == 1
-        && !g.is_pointwise()
-        && positions <= CONV_GATHER_MAX_POSITIONS
+    g.groups == 1 && !g.is_depthwise_2d() && (few || mid_sized(g)) && g.col_rows() > 0
+}
+
+/// A window wider than 1×1 over a mid-sized output, with enough filters and column rows
+/// (see [`CONV_GATHER_MAX_POSITIONS`]): over a batch, each thread takes a block of samples
+/// through every panel.
+fn mid_sized(g: &ConvGeom) -> bool {
+    !g.is_pointwise()
+        && g.out_len() <= CONV_GATHER_MAX_POSITIONS
         && g.filters >= CONV_GATHER_MIN_FILTERS
         && g.col_rows() >= CONV_GATHER_MIN_ROWS
-        && g.weight_len() <= CONV_GATHER_MAX_WEIGHT;
-    g.groups == 1 && !g.is_depthwise_2d() && (few || mid) && g.col_rows() > 0
+        && g.weight_len() <= CONV_GATHER_MAX_WEIGHT
 }
 
 /// [`conv_forward`] with the weight packed ahead ([`PackedFilters`] of `(filters, col_rows)`):
@@ -143,10 +146,42 @@ pub fn conv_forward_packed(
 ) -> Result<()> {
     check_packed(g, x, w, bias, y)?;
     let (f, l) = (g.filters, g.out_len());
-    let positions = g.batch * l;
-    if positions == 0 || f == 0 {
+    if g.batch * l == 0 || f == 0 {
         return Ok(());
     }
+    let threads = rayon::current_num_threads();
+    if g.batch > 1 && threads > 1 && mid_sized(g) {
+        // A block of samples per thread, each through every panel: the threads share
+        // nothing, and each sample's product is the one-image product's.
+        let per = g.batch.div_ceil(threads);
+        let (xs, ys) = (g.channels * g.in_len(), f * l);
+        return y
+            .par_chunks_mut(per * ys)
+            .zip(x.par_chunks(per * xs))
+            .try_for_each(|(y, x)| {
+                let part = ConvGeom {
+                    batch: y.len() / ys,
+                    ..*g
+                };
+                packed_samples(&part, x, w, bias, y, epilogue, false)
+            });
+    }
+    packed_samples(g, x, w, bias, y, epilogue, true)
+}
+
+/// [`conv_forward_packed`] over `g`'s samples at once, the panels split among the threads
+/// when `split` and the work is large enough.
+fn packed_samples(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &PackedFilters,
+    bias: Option<&[f32]>,
+    y: &mut [f32],
+    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
+    split: bool,
+) -> Result<()> {
+    let (f, l) = (g.filters, g.out_len());
+    let positions = g.batch * l;
     let cols = Gathered::new(g);
     let out = OutLayout { filters: f, l };
     let yp = SendPtr(y.as_mut_ptr());
@@ -168,7 +203,7 @@ pub fn conv_forward_packed(
             "internal: packed conv: columns past the input of {g:?}"
         )));
     }
-    let parts = panel_parts(w, positions, true);
+    let parts = panel_parts(w, positions, split);
     let panels = w.panels();
     let run = |part: usize, src: &[f32]| {
         let (p0, p1) = (part * panels / parts, (part + 1) * panels / parts);

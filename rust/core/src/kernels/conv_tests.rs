@@ -409,9 +409,9 @@ fn pointwise_samples_in_parallel_match_the_naive_sum() {
 
 /// The packed-weight kernel (its columns read from the padded input) against the GEMM path:
 /// every one-group geometry above, a 1×1 convolution at batch 1 (its input read as the column
-/// matrix) and at batch 3, layers split across the pool, and mid-sized images over one
-/// sample (`packs_weight`'s second rule: position counts off the tile size, a 1×7 window, a
-/// stride with padding, a dilation); with bias and an epilogue, which runs panel by panel.
+/// matrix) and at batch 3, layers split across the pool, and mid-sized images
+/// (`packs_weight`'s second rule: position counts off the tile size, a 1×7 window, a stride
+/// with padding, a dilation, a batch); with bias and an epilogue, which runs panel by panel.
 #[test]
 fn packed_weights_match_the_gemm_path() {
     let mut cases: Vec<ConvGeom> = geoms().into_iter().filter(|g| g.groups == 1).collect();
@@ -470,6 +470,18 @@ fn packed_weights_match_the_gemm_path() {
             [1; 3],
             [1, 2, 2],
             [0, 2, 2],
+        ),
+        // over a batch, a block of samples per thread (3: blocks of 2 and 1)
+        mk(
+            3,
+            32,
+            64,
+            1,
+            [1, 9, 9],
+            [1, 3, 3],
+            [1; 3],
+            [1; 3],
+            [0, 1, 1],
         ),
     ];
     for g in mid {

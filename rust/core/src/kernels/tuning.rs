@@ -64,20 +64,22 @@ pub const CONV_PACKED_MAX_POSITIONS: usize = 32;
 /// 256 → 256 1×1 over 16 × 2² ran in 42 µs through it against 51 packed.
 pub const CONV_PACKED_L2_WEIGHT: usize = 1 << 18;
 
-/// Output positions up to which an inference convolution over one image with a window wider
-/// than 1×1 runs through its weight packed ahead (`kernels::conv_packed`), reading its
-/// columns straight from the padded image, when it also has at least
-/// [`CONV_GATHER_MIN_FILTERS`] filters, [`CONV_GATHER_MIN_ROWS`] column rows and at most
-/// [`CONV_GATHER_MAX_WEIGHT`] weight values. Each block of the weight then stays in L1 while
-/// every position passes it, the positions' sums in L2: Inception v3's 1×7 and 7×1 layers
-/// over 17² ran in 0.39 ms against 0.56 (the GEMM), its 64 → 96 3×3 over 35² in 0.49 against
-/// 0.57, SqueezeNet's 64 → 256 3×3 over 13² in 0.13 against 0.19. With fewer rows the sums'
-/// traffic dominates: SqueezeNet's 16 → 64 3×3 over 55² (144 rows) took 0.24 against 0.16 on
-/// the direct path, ResNet's 3 → 64 7×7 over 32² output 98 µs against 81.
+/// Output positions per image up to which an inference convolution with a window wider than
+/// 1×1 runs through its weight packed ahead (`kernels::conv_packed`), reading its columns
+/// straight from the padded image, when it also has at least [`CONV_GATHER_MIN_FILTERS`]
+/// filters, [`CONV_GATHER_MIN_ROWS`] column rows and at most [`CONV_GATHER_MAX_WEIGHT`]
+/// weight values. Each block of the weight then stays in L1 while every position passes it,
+/// the positions' sums in L2. Over one image: Inception v3's 1×7 and 7×1 layers over 17² ran
+/// in 0.39 ms against 0.56 (the GEMM), its 64 → 96 3×3 over 35² in 0.49 against 0.57,
+/// SqueezeNet's 64 → 256 3×3 over 13² in 0.13 against 0.19, 256 → 256 3×3 over 14² in 0.55
+/// against 0.77. Over a batch, each thread takes a block of samples: the 17² layers at batch
+/// 16 took 6.4 ms against 8.0, ResNet-18 v2 at batch 16 13.4 against 15.1. With fewer rows the
+/// sums' traffic dominates: SqueezeNet's 16 → 64 3×3 over 55² (144 rows) took 0.24 ms
+/// against 0.16 on the direct path, ResNet's 3 → 64 7×7 over 32² output 98 µs against 81.
 pub const CONV_GATHER_MAX_POSITIONS: usize = 1600;
 
-/// Filters from which [`CONV_GATHER_MAX_POSITIONS`] applies: its product splits the filters
-/// among the threads, two panels of 16 a thread at least; DenseNet's 128 → 32 3×3 layers ran
+/// Filters from which [`CONV_GATHER_MAX_POSITIONS`] applies: over one image its product
+/// splits the filters among the threads, two panels of 16 a thread at least; DenseNet's 128 → 32 3×3 layers ran
 /// on one thread there, 0.30 ms over 28² against 0.18 on the direct path.
 pub const CONV_GATHER_MIN_FILTERS: usize = 64;
 
