@@ -7,10 +7,10 @@
 //! in ResNet-18 at 64², 1024 → 2048 over 2×2 in ResNet-50. A general GEMM packs the whole
 //! weight on every call and then runs a handful of columns through it (25 GFLOP/s
 //! measured); here the weight is packed once ([`PackedFilters`], kept by the executor
-//! between passes) and streams through once. Mid-sized layers over one image (7² to 40²,
-//! see `tuning::CONV_GATHER_MAX_POSITIONS`) run here too: a block of the weight stays in L1
-//! while every position passes over it, and the product splits the filters among the
-//! threads, which then share nothing.
+//! between passes) and streams through once. Mid-sized layers (7² to 40² per image, see
+//! `tuning::CONV_GATHER_MAX_POSITIONS`) run here too: a block of the weight stays in L1
+//! while every position passes over it. Over one image the threads split the filters, over
+//! a batch the samples; either way they share nothing.
 //!
 //! No column matrix is written: the product reads each column value where it lies in the
 //! (zero-padded) input ([`Gathered`]).
@@ -20,7 +20,8 @@ use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
 use super::tuning::{
     CONV_GATHER_MAX_POSITIONS, CONV_GATHER_MAX_WEIGHT, CONV_GATHER_MIN_FILTERS,
-    CONV_GATHER_MIN_ROWS, CONV_PACKED_L2_WEIGHT, CONV_PACKED_MAX_POSITIONS, DIRECT_OWN_PAD_MAX,
+    CONV_GATHER_MIN_ROWS, CONV_GATHER_POINTWISE_MIN_FILTERS, CONV_PACKED_L2_WEIGHT,
+    CONV_PACKED_MAX_POSITIONS, DIRECT_OWN_PAD_MAX,
 };
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -120,11 +121,11 @@ pub fn packs_weight(g: &ConvGeom) -> bool {
     g.groups == 1 && !g.is_depthwise_2d() && (few || mid_sized(g)) && g.col_rows() > 0
 }
 
-/// A window wider than 1×1 over a mid-sized output, with enough filters and column rows
-/// (see [`CONV_GATHER_MAX_POSITIONS`]): over a batch, each thread takes a block of samples
-/// through every panel.
+/// A mid-sized output with enough filters and column rows (see
+/// [`CONV_GATHER_MAX_POSITIONS`]; a 1×1 window only into [`CONV_GATHER_POINTWISE_MIN_FILTERS`]
+/// filters or more): over a batch, each thread takes a block of samples through every panel.
 fn mid_sized(g: &ConvGeom) -> bool {
-    !g.is_pointwise()
+    (!g.is_pointwise() || g.filters >= CONV_GATHER_POINTWISE_MIN_FILTERS)
         && g.out_len() <= CONV_GATHER_MAX_POSITIONS
         && g.filters >= CONV_GATHER_MIN_FILTERS
         && g.col_rows() >= CONV_GATHER_MIN_ROWS

@@ -411,7 +411,7 @@ fn pointwise_samples_in_parallel_match_the_naive_sum() {
 /// every one-group geometry above, a 1×1 convolution at batch 1 (its input read as the column
 /// matrix) and at batch 3, layers split across the pool, and mid-sized images
 /// (`packs_weight`'s second rule: position counts off the tile size, a 1×7 window, a stride
-/// with padding, a dilation, a batch); with bias and an epilogue, which runs panel by panel.
+/// with padding, a dilation, a batch, a 1×1 window); with bias and an epilogue, which runs panel by panel.
 #[test]
 fn packed_weights_match_the_gemm_path() {
     let mut cases: Vec<ConvGeom> = geoms().into_iter().filter(|g| g.groups == 1).collect();
@@ -483,6 +483,8 @@ fn packed_weights_match_the_gemm_path() {
             [1; 3],
             [0, 1, 1],
         ),
+        // 1×1 into many filters (a remainder panel)
+        mk(1, 256, 272, 1, [1, 9, 9], [1; 3], [1; 3], [1; 3], [0; 3]),
     ];
     for g in mid {
         assert!(packs_weight(&g), "{g:?}");
