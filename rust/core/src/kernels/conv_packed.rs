@@ -136,7 +136,7 @@ fn mid_sized(g: &ConvGeom) -> bool {
 /// the product reads its columns straight from the input ([`Gathered`]; zero-padded first
 /// when the geometry pads) and writes the output in place with the bias; `epilogue` runs
 /// over each panel's filters as they are done, while they are in cache. For few positions
-/// against a large weight, and mid-sized layers over one image (see [`packs_weight`]).
+/// against a large weight, and mid-sized layers (see [`packs_weight`]).
 pub fn conv_forward_packed(
     g: &ConvGeom,
     x: &[f32],
@@ -190,7 +190,7 @@ fn packed_samples(
         if let Some(e) = epilogue {
             for n in 0..g.batch {
                 // SAFETY: filters f0..f1 of every sample were written by this part alone,
-                // inside `y` (checked above).
+                // inside `y` (of g's output size: checked by `conv_forward_packed`).
                 e(unsafe {
                     std::slice::from_raw_parts_mut(yp.get().add((n * f + f0) * l), (f1 - f0) * l)
                 });
