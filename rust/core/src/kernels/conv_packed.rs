@@ -19,9 +19,9 @@ use super::conv::ConvGeom;
 use super::par::SERIAL_BELOW;
 use super::scratch::Scratch;
 use super::tuning::{
-    CONV_GATHER_MAX_POSITIONS, CONV_GATHER_MAX_WEIGHT, CONV_GATHER_MIN_FILTERS,
-    CONV_GATHER_MIN_ROWS, CONV_GATHER_POINTWISE_MIN_FILTERS, CONV_PACKED_L2_WEIGHT,
-    CONV_PACKED_MAX_POSITIONS, DIRECT_OWN_PAD_MAX,
+    CONV_GATHER_FEW_FILTERS_POSITIONS, CONV_GATHER_MAX_POSITIONS, CONV_GATHER_MAX_WEIGHT,
+    CONV_GATHER_MIN_FILTERS, CONV_GATHER_MIN_ROWS, CONV_GATHER_POINTWISE_MIN_FILTERS,
+    CONV_PACKED_L2_WEIGHT, CONV_PACKED_MAX_POSITIONS, DIRECT_OWN_PAD_MAX,
 };
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -123,11 +123,14 @@ pub fn packs_weight(g: &ConvGeom) -> bool {
 
 /// A mid-sized output with enough filters and column rows (see
 /// [`CONV_GATHER_MAX_POSITIONS`]; a 1×1 window only into [`CONV_GATHER_POINTWISE_MIN_FILTERS`]
-/// filters or more): over a batch, each thread takes a block of samples through every panel.
+/// filters or more; fewer filters over a small image, see
+/// [`CONV_GATHER_FEW_FILTERS_POSITIONS`]): over a batch, each thread takes a block of samples
+/// through every panel.
 fn mid_sized(g: &ConvGeom) -> bool {
     (!g.is_pointwise() || g.filters >= CONV_GATHER_POINTWISE_MIN_FILTERS)
         && g.out_len() <= CONV_GATHER_MAX_POSITIONS
-        && g.filters >= CONV_GATHER_MIN_FILTERS
+        && (g.filters >= CONV_GATHER_MIN_FILTERS
+            || (g.batch == 1 && g.out_len() <= CONV_GATHER_FEW_FILTERS_POSITIONS))
         && g.col_rows() >= CONV_GATHER_MIN_ROWS
         && g.weight_len() <= CONV_GATHER_MAX_WEIGHT
 }
@@ -186,17 +189,6 @@ fn packed_samples(
     let cols = Gathered::new(g);
     let out = OutLayout { filters: f, l };
     let yp = SendPtr(y.as_mut_ptr());
-    let done = |f0: usize, f1: usize| {
-        if let Some(e) = epilogue {
-            for n in 0..g.batch {
-                // SAFETY: filters f0..f1 of every sample were written by this part alone,
-                // inside `y` (of g's output size: checked by `conv_forward_packed`).
-                e(unsafe {
-                    std::slice::from_raw_parts_mut(yp.get().add((n * f + f0) * l), (f1 - f0) * l)
-                });
-            }
-        }
-    };
     let padded = g.batch * g.channels * padded_dims(g).iter().product::<usize>();
     let pads = g.pad != [0; 3];
     if cols.reach() >= if pads { padded } else { x.len() } {
@@ -204,14 +196,51 @@ fn packed_samples(
             "internal: packed conv: columns past the input of {g:?}"
         )));
     }
-    let parts = panel_parts(w, positions, split);
     let panels = w.panels();
+    let threads = rayon::current_num_threads();
+    let (parts, by_positions) = match panel_parts(w, positions, split) {
+        // Too few panels for every thread over one image: the threads take runs of
+        // positions through every panel instead.
+        p if p < threads && g.batch == 1 && splits_positions(w, positions, split) => {
+            (threads, true)
+        }
+        p => (p, false),
+    };
+    // The epilogue over filters f0..f1 of every sample's positions q0..q1 once they are
+    // written.
+    let done = |(f0, f1): (usize, usize), (q0, q1): (usize, usize)| {
+        let Some(e) = epilogue else { return };
+        // SAFETY (each run): these outputs were written by this part alone, inside `y` (of
+        // g's output size: checked by `conv_forward_packed`).
+        let run = |start: usize, len: usize| {
+            e(unsafe { std::slice::from_raw_parts_mut(yp.get().add(start), len) })
+        };
+        for n in 0..g.batch {
+            let rows = (n * f + f0) * l;
+            if (q0, q1) == (0, l) {
+                run(rows, (f1 - f0) * l);
+            } else {
+                (0..f1 - f0).for_each(|i| run(rows + i * l + q0, q1 - q0));
+            }
+        }
+    };
     let run = |part: usize, src: &[f32]| {
-        let (p0, p1) = (part * panels / parts, (part + 1) * panels / parts);
-        // SAFETY: part `part` writes the outputs of its own filters only, inside `y`
-        // (checked above); every column offset lies inside `src` (checked above), and the
-        // panels were built to size.
-        unsafe { product_panels(w, p0..p1, src, &cols, positions, out, bias, yp.get(), &done) };
+        // SAFETY (both): each part writes its own filters' or positions' outputs only,
+        // inside `y`; every column offset lies inside `src` (checked above), and the panels
+        // were built to size.
+        if by_positions {
+            // One image: position q's outputs are at q + f·l, so a run from q0 is the
+            // product over positions 0.. of the columns and the output shifted by q0.
+            let (q0, q1) = (part * positions / parts, (part + 1) * positions / parts);
+            let shifted = Shifted { cols: &cols, q0 };
+            let done = |f0, f1| done((f0, f1), (q0, q1));
+            let y = yp.get().wrapping_add(q0);
+            unsafe { product_panels(w, 0..panels, src, &shifted, q1 - q0, out, bias, y, &done) };
+        } else {
+            let (p0, p1) = (part * panels / parts, (part + 1) * panels / parts);
+            let done = |f0, f1| done((f0, f1), (0, l));
+            unsafe { product_panels(w, p0..p1, src, &cols, positions, out, bias, yp.get(), &done) };
+        }
     };
     if !pads {
         each_part(parts, |part| run(part, x));
@@ -351,6 +380,24 @@ impl Columns for Gathered {
     }
 }
 
+/// [`Gathered`] columns from position `q0` on.
+struct Shifted<'a> {
+    cols: &'a Gathered,
+    q0: usize,
+}
+
+impl Columns for Shifted<'_> {
+    #[inline(always)]
+    fn row(&self, r: usize) -> usize {
+        self.cols.row(r)
+    }
+
+    #[inline(always)]
+    fn at(&self, q: usize) -> usize {
+        self.cols.at(self.q0 + q)
+    }
+}
+
 /// Where the product's outputs go: position `p` of the `positions` columns is sample `p / l`,
 /// offset `p % l`, and filter `f`'s value for it lands at `(p / l) · filters · l + f · l + p % l`
 /// of the `(samples, filters, l)` output (the NC(D)HW layout).
@@ -434,6 +481,14 @@ fn panel_parts(w: &PackedFilters, positions: usize, split: bool) -> usize {
     } else {
         1
     }
+}
+
+/// Whether a product over one image's `positions` is worth splitting among the pool's
+/// threads by positions (see `packed_samples`): with `split`, as much work as
+/// [`panel_parts`] splits, and 16 positions a thread at least.
+fn splits_positions(w: &PackedFilters, positions: usize, split: bool) -> bool {
+    let threads = rayon::current_num_threads();
+    split && positions * w.filters * w.k >= SERIAL_BELOW * 4 && positions >= 16 * threads
 }
 
 /// A raw pointer the parts share; each writes its own filters' outputs.

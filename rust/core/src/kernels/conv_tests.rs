@@ -409,7 +409,7 @@ fn pointwise_samples_in_parallel_match_the_naive_sum() {
 
 /// The packed-weight kernel (its columns read from the padded input) against the GEMM path:
 /// every one-group geometry above, a 1×1 convolution at batch 1 (its input read as the column
-/// matrix) and at batch 3, layers split across the pool, and mid-sized images
+/// matrix) and at batch 3, layers split across the pool (by filters, by positions), and mid-sized images
 /// (`packs_weight`'s second rule: position counts off the tile size, a 1×7 window, a stride
 /// with padding, a dilation, a batch, a 1×1 window); with bias and an epilogue, which runs panel by panel.
 #[test]
@@ -421,8 +421,15 @@ fn packed_weights_match_the_gemm_path() {
     cases.push(one);
     one.batch = 3;
     cases.push(one);
-    // Split across the pool, each part unfolding its own columns.
-    for (c, f, size) in [(128, 128, 8), (256, 256, 4), (40, 70, 5)] {
+    // Split across the pool, each part padding its own image: by panels, and (few filters)
+    // by positions.
+    for (c, f, size) in [
+        (128, 128, 8),
+        (256, 256, 4),
+        (40, 70, 5),
+        (128, 32, 7),
+        (120, 20, 8),
+    ] {
         let hw = [1, size, size];
         cases.push(mk(1, c, f, 1, hw, [1, 3, 3], [1; 3], [1; 3], [0, 1, 1]));
     }
@@ -714,7 +721,8 @@ fn tiled_path_choice() {
     assert!(one(16, 128, 32, 56, 3)); // ... unless the filters are few
     assert!(one(16, 16, 64, 55, 3)); // or the weight is small (the direct kernel)
     assert!(!one(1, 64, 64, 14, 3)); // mid-sized over one image: packed (`packs_weight`)
-    assert!(one(1, 128, 32, 14, 3)); // ... unless the filters are few
+    assert!(!one(1, 128, 32, 14, 3)); // few filters too, the threads splitting positions
+    assert!(one(1, 128, 32, 28, 3)); // ... but over larger images the direct kernel
     assert!(!one(1, 32, 32, 7, 3)); // a vector would span three rows
     assert!(!one(1, 16, 16, 20, 5)); // 4 of each 24 padded positions thrown away
     assert!(one(1, 128, 16, 55, 1)); // narrowing to few filters

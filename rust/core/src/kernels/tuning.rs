@@ -78,15 +78,21 @@ pub const CONV_PACKED_L2_WEIGHT: usize = 1 << 18;
 /// against 0.16 on the direct path, ResNet's 3 → 64 7×7 over 32² output 98 µs against 81.
 pub const CONV_GATHER_MAX_POSITIONS: usize = 1600;
 
-/// Filters from which [`CONV_GATHER_MAX_POSITIONS`] applies: over one image its product
-/// splits the filters among the threads, two panels of 16 a thread at least; DenseNet's 128 → 32 3×3 layers ran
-/// on one thread there, 0.30 ms over 28² against 0.18 on the direct path.
+/// Filters from which [`CONV_GATHER_MAX_POSITIONS`] applies at any size: over one image its
+/// product splits the filters among the threads, two panels of 16 a thread at least. (With
+/// fewer, see [`CONV_GATHER_FEW_FILTERS_POSITIONS`].)
 pub const CONV_GATHER_MIN_FILTERS: usize = 64;
 
 /// Filters from which [`CONV_GATHER_MAX_POSITIONS`] applies to a 1×1 window too. MobileNet
 /// v2's 320 → 1280 over 7² ran in 136 µs there against 217 on the GEMM, 960 → 320 in 108
 /// against 160; into 96 filters (576 → 96 over 14²) 135 against 107.
 pub const CONV_GATHER_POINTWISE_MIN_FILTERS: usize = 256;
+
+/// Output positions up to which [`CONV_GATHER_MAX_POSITIONS`] applies over one image into
+/// fewer than [`CONV_GATHER_MIN_FILTERS`] filters too, the threads then splitting the
+/// positions: DenseNet's 128 → 32 3×3 over 14² ran in 63 µs there against 79 on the direct
+/// path, over 28² no faster (189 against 181); its 7² layers, packed already, 33 → 27 µs.
+pub const CONV_GATHER_FEW_FILTERS_POSITIONS: usize = 256;
 
 /// Column rows (channels × window) from which [`CONV_GATHER_MAX_POSITIONS`] applies.
 pub const CONV_GATHER_MIN_ROWS: usize = 256;
