@@ -491,7 +491,7 @@ fn splits_positions(w: &PackedFilters, positions: usize, split: bool) -> bool {
     split && positions * w.filters * w.k >= SERIAL_BELOW * 4 && positions >= 16 * threads
 }
 
-/// A raw pointer the parts share; each writes its own filters' outputs.
+/// A raw pointer the parts share; each writes its own filters' (or positions') outputs.
 #[derive(Clone, Copy)]
 pub(super) struct SendPtr(pub(super) *mut f32);
 // SAFETY: only used to hand disjoint outputs of one buffer to scoped parallel parts.
