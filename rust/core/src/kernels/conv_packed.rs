@@ -476,7 +476,7 @@ pub fn packed_product(
 /// split in two, 46 on one thread).
 fn panel_parts(w: &PackedFilters, positions: usize, split: bool) -> usize {
     let threads = rayon::current_num_threads();
-    if split && positions * w.filters * w.k >= SERIAL_BELOW * 4 {
+    if worth_splitting(w, positions, split) {
         threads.min(w.panels() / 2).max(1)
     } else {
         1
@@ -487,8 +487,13 @@ fn panel_parts(w: &PackedFilters, positions: usize, split: bool) -> usize {
 /// threads by positions (see `packed_samples`): with `split`, as much work as
 /// [`panel_parts`] splits, and 16 positions a thread at least.
 fn splits_positions(w: &PackedFilters, positions: usize, split: bool) -> bool {
-    let threads = rayon::current_num_threads();
-    split && positions * w.filters * w.k >= SERIAL_BELOW * 4 && positions >= 16 * threads
+    worth_splitting(w, positions, split) && positions >= 16 * rayon::current_num_threads()
+}
+
+/// Whether a product over `positions` has the work to share among the pool's threads, with
+/// `split`.
+fn worth_splitting(w: &PackedFilters, positions: usize, split: bool) -> bool {
+    split && positions * w.filters * w.k >= SERIAL_BELOW * 4
 }
 
 /// A raw pointer the parts share; each writes its own filters' (or positions') outputs.
