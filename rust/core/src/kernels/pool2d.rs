@@ -76,11 +76,27 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
     let vector = matches!(g.stride[2], 1 | 2) && std::arch::is_x86_feature_detected!("avx512f");
     #[cfg(not(target_arch = "x86_64"))]
     let vector = false;
+    #[cfg(target_arch = "x86_64")]
+    let centred = vector
+        .then(|| super::pool2d_vector::Centred::new(g, &rows))
+        .flatten();
     // Planes in groups, so each task makes its row buffer once (a plane of 8×8 outputs
     // takes about as long as an allocation).
     let group = (4096 / (il + ol)).clamp(1, 64);
     par::for_each_row_mut_by_work(y, ol * group, work, |i, y_g| {
         let planes = y_g.chunks_exact_mut(ol).enumerate();
+        #[cfg(target_arch = "x86_64")]
+        if let Some(centred) = &centred {
+            use super::pool2d_vector::centred_plane;
+            let mut vert = centred.buffer();
+            for (j, y_p) in planes {
+                let p = i * group + j;
+                // SAFETY: the CPU has AVX-512F (checked with `vector`), x's part is one
+                // plane's input and y_p its output, `vert` was made by `centred`.
+                unsafe { centred_plane::<MAX>(centred, &x[p * il..(p + 1) * il], y_p, &mut vert) };
+            }
+            return;
+        }
         #[cfg(target_arch = "x86_64")]
         if vector {
             use super::pool2d_vector::{plane_rows, PaddedRows};

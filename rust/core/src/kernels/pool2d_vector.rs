@@ -7,6 +7,7 @@
 //! adds the rows top to bottom, then the taps left to right; a maximum keeps the old value
 //! unless the new one is greater), so both give the same bits.
 
+use super::pool::PoolGeom;
 use super::pool2d::{start, Rows};
 use std::arch::x86_64::*;
 
@@ -184,11 +185,141 @@ unsafe fn horizontal<const MAX: bool>(
     }
 }
 
+/// A pooling whose windows are centred on their outputs: stride 1 and a window of `2·pad + 1`
+/// along both axes, so the output plane has the input's shape and output `i` (flat, row-major)
+/// reads the input around flat `i`. Inception's 3×3 average pools are these, over planes of
+/// 35², 17² and 8²: walked row by row, a 17-wide row takes a whole vector and a mostly empty
+/// one, and the bookkeeping per row costs as much as the sums. Walked flat, every vector is
+/// whole but the plane's last, and a lane's window is clipped at the plane's borders by a mask
+/// per tap: rows by the flat index of the tap, columns by a vector of column indices.
+pub(super) struct Centred {
+    ih: usize,
+    iw: usize,
+    ph: usize,
+    pw: usize,
+    /// An average's divisor for each output of a plane (`None`: not an average).
+    counts: Option<Vec<f32>>,
+}
+
+impl Centred {
+    /// The plan for `rows` when its windows are centred and a plane's vertical sums (`ih ·
+    /// iw` values) fit in the core's L1 cache beside the input; `None` otherwise.
+    pub(super) fn new(g: &PoolGeom, rows: &Rows) -> Option<Self> {
+        let (ih, kh, ph) = (g.input[1], g.kernel[1], g.pad[1]);
+        let (iw, kw, pw) = (rows.iw, rows.kw, rows.pad);
+        let centred = g.stride[1] == 1 && rows.stride == 1 && kh == 2 * ph + 1 && kw == 2 * pw + 1;
+        let same = rows.sy.len() == ih && rows.sx.len() == iw;
+        if !(centred && same && ih * iw <= CENTRED_MAX_PLANE) {
+            return None;
+        }
+        let counts = rows.sy.iter().map(|yy| {
+            let row = rows.sx.iter().map(move |xx| rows.divisor(yy, xx));
+            row.map(|n| n.map(|n| n as f32))
+        });
+        let counts: Option<Vec<f32>> = counts.flatten().collect();
+        Some(Centred {
+            ih,
+            iw,
+            ph,
+            pw,
+            counts,
+        })
+    }
+
+    /// Room for one plane's vertical reductions.
+    pub(super) fn buffer(&self) -> Vec<f32> {
+        vec![0.0; self.ih * self.iw]
+    }
+}
+
+/// Values in a plane that [`Centred`] takes: its vertical sums stay in L1 (32 KB).
+const CENTRED_MAX_PLANE: usize = 8192;
+
+/// One step of `acc` with `v` in the lanes of `m`; the other lanes keep `acc`.
+#[inline(always)]
+unsafe fn step_masked<const MAX: bool>(acc: __m512, m: __mmask16, v: __m512) -> __m512 {
+    if MAX {
+        _mm512_mask_max_ps(acc, m, v, acc)
+    } else {
+        _mm512_mask_add_ps(acc, m, acc, v)
+    }
+}
+
+/// Every output of one plane of a centred pooling: the vertical reduction of the plane into
+/// `vert` (flat, the window's rows top to bottom), then the horizontal one (its columns left
+/// to right), an average's division, and the store. The steps are those of the scalar rows,
+/// in the same order, so the bits are the same.
+///
+/// # Safety
+/// The CPU supports AVX-512F; `x_p` and `y_p` are one plane's `ih × iw` input and output,
+/// `vert` at least that long.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn centred_plane<const MAX: bool>(
+    c: &Centred,
+    x_p: &[f32],
+    y_p: &mut [f32],
+    vert: &mut [f32],
+) {
+    let (iw, il) = (c.iw, c.ih * c.iw);
+    debug_assert!(x_p.len() >= il && y_p.len() >= il && vert.len() >= il);
+    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let plane = _mm512_set1_epi32(il as i32);
+    let (xp, vp) = (x_p.as_ptr(), vert.as_mut_ptr());
+    let (ph, pw) = (c.ph as isize, c.pw as isize);
+    for i in (0..il).step_by(LANES) {
+        let live = first(il - i);
+        let index = _mm512_add_epi32(_mm512_set1_epi32(i as i32), lanes);
+        let mut acc = _mm512_set1_ps(start::<MAX>());
+        for dy in -ph..=ph {
+            // A lane's tap is in the plane when its flat index is (row r + dy exists); a
+            // negative index wraps to a large unsigned one.
+            let off = dy * iw as isize;
+            let tap = _mm512_add_epi32(index, _mm512_set1_epi32(off as i32));
+            let m = live & _mm512_cmplt_epu32_mask(tap, plane);
+            // SAFETY: only the lanes of m are read, each inside the plane.
+            let v = unsafe { _mm512_maskz_loadu_ps(m, xp.wrapping_offset(i as isize + off)) };
+            // SAFETY: register arithmetic.
+            acc = unsafe { step_masked::<MAX>(acc, m, v) };
+        }
+        // SAFETY: vert holds il values; lanes past them are off.
+        unsafe { _mm512_mask_storeu_ps(vp.add(i), live, acc) };
+    }
+    // The column of each lane, advanced by 16 (mod iw) per vector.
+    let width = _mm512_set1_epi32(iw as i32);
+    let columns: [i32; LANES] = std::array::from_fn(|l| (l % iw) as i32);
+    // SAFETY: 16 values.
+    let mut column = unsafe { _mm512_loadu_si512(columns.as_ptr().cast()) };
+    let advance = _mm512_set1_epi32((LANES % iw) as i32);
+    let (vp, yp) = (vert.as_ptr(), y_p.as_mut_ptr());
+    for i in (0..il).step_by(LANES) {
+        let live = first(il - i);
+        let mut acc = _mm512_set1_ps(start::<MAX>());
+        for dx in -pw..=pw {
+            let tap = _mm512_add_epi32(column, _mm512_set1_epi32(dx as i32));
+            let m = live & _mm512_cmplt_epu32_mask(tap, width);
+            // SAFETY: a lane whose column + dx is in its row reads inside the plane.
+            let v = unsafe { _mm512_maskz_loadu_ps(m, vp.wrapping_offset(i as isize + dx)) };
+            // SAFETY: register arithmetic.
+            acc = unsafe { step_masked::<MAX>(acc, m, v) };
+        }
+        if let Some(counts) = &c.counts {
+            // SAFETY: counts holds il values; lanes past them are off.
+            let n = unsafe { _mm512_maskz_loadu_ps(live, counts.as_ptr().add(i)) };
+            acc = _mm512_div_ps(acc, n);
+        }
+        // SAFETY: y_p holds il outputs; lanes past them are off.
+        unsafe { _mm512_mask_storeu_ps(yp.add(i), live, acc) };
+        column = _mm512_add_epi32(column, advance);
+        let wrapped = _mm512_cmpge_epi32_mask(column, width);
+        column = _mm512_mask_sub_epi32(column, wrapped, column, width);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::pool::{pool_out_size, PoolConvention, PoolGeom, PoolKind};
     use super::super::pool2d::{plane_rows as scalar_rows, Rows};
-    use super::{plane_rows, PaddedRows};
+    use super::{centred_plane, plane_rows, Centred, PaddedRows};
 
     /// Every row width from 1 to 40 (masked tails, one and several vectors), strides 1 and
     /// 2, windows 1 to 4 with and without padding, every kind, NaNs in the input: the same
@@ -208,7 +339,7 @@ mod tests {
                 count_include_pad: false,
             },
         ];
-        let mut cases = 0;
+        let (mut cases, mut centred_cases) = (0, 0);
         for w in 1..=40 {
             for (k, s, p) in [
                 (3, 1, 1),
@@ -217,9 +348,14 @@ mod tests {
                 (2, 2, 0),
                 (1, 1, 0),
                 (4, 1, 2),
+                (5, 1, 2),
             ] {
-                for conv in [PoolConvention::Valid, PoolConvention::Full] {
-                    let h = 5;
+                for (conv, h) in [
+                    (PoolConvention::Valid, 5),
+                    (PoolConvention::Full, 5),
+                    (PoolConvention::Valid, 1),
+                    (PoolConvention::Valid, 8),
+                ] {
                     let (Some(oh), Some(ow)) = (
                         pool_out_size(h, k, s, p, conv),
                         pool_out_size(w, k, s, p, conv),
@@ -264,10 +400,28 @@ mod tests {
                         let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                         assert_eq!(bits(&got), bits(&want), "w{w} k{k} s{s} p{p} {kind:?}");
                         cases += 1;
+                        if let Some(c) = Centred::new(&g, &rows) {
+                            let mut vert = c.buffer();
+                            got.fill(0.0);
+                            // SAFETY: the CPU has AVX-512F; x and got are one plane.
+                            unsafe {
+                                if kind == PoolKind::Max {
+                                    centred_plane::<true>(&c, &x, &mut got, &mut vert);
+                                } else {
+                                    centred_plane::<false>(&c, &x, &mut got, &mut vert);
+                                }
+                            }
+                            let what = format!("centred h{h} w{w} k{k} p{p} {kind:?}");
+                            assert_eq!(bits(&got), bits(&want), "{what}");
+                            centred_cases += 1;
+                        }
                     }
                 }
             }
         }
-        assert!(cases > 1500, "{cases}");
+        assert!(
+            cases > 3000 && centred_cases > 900,
+            "{cases} {centred_cases}"
+        );
     }
 }
