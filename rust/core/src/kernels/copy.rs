@@ -3,6 +3,7 @@
 
 use super::par;
 use crate::tensor::Element;
+use std::collections::TryReserveError;
 use std::mem::MaybeUninit;
 
 /// Elements `[begin, begin + len)` of the middle axis of `src` viewed as (outer, n, inner):
@@ -35,31 +36,67 @@ pub fn join_rows<T: Element>(parts: &[&[T]], widths: &[usize], outer: usize) -> 
     if total == 0 || outer == 0 {
         return Vec::new();
     }
-    let fill = |out: &mut [MaybeUninit<T>]| {
-        par::for_each_chunk_mut(out, |start, chunk| {
-            let end = start + chunk.len();
-            let mut at = start;
-            while at < end {
-                // The pieces of row `o` inside [at, end): each part's run, clipped.
-                let o = at / total;
-                let mut col = o * total;
-                for (p, &w) in parts.iter().zip(widths) {
-                    let (lo, hi) = (at.max(col), (col + w).min(end));
-                    if lo < hi {
-                        let s = o * w + lo - col;
-                        let src = &p[s..s + hi - lo];
-                        for (d, &v) in chunk[lo - start..hi - start].iter_mut().zip(src) {
-                            d.write(v);
-                        }
+    // SAFETY: `write_joined` writes every element.
+    unsafe { par::written(outer * total, |out| write_joined(out, parts, widths)) }
+}
+
+/// `parts` (each whole) appended to `out` in one pass split across the pool, as a batch-1
+/// Concat along channels does to its first input: into the spare capacity when it holds
+/// them, else into a new buffer of at least twice the capacity (so a concatenation grown
+/// layer by layer, DenseNet's, copies each value a bounded number of times), `out` copied
+/// along. `Vec::extend_from_slice` grew and copied on one thread: SqueezeNet's Concats at
+/// batch 1 (two 0.8 MB halves) each left the other core idle.
+pub fn append_rows(mut out: Vec<f32>, parts: &[&[f32]]) -> Result<Vec<f32>, TryReserveError> {
+    let more: usize = parts.iter().map(|p| p.len()).sum();
+    let total = out.len() + more;
+    if out.capacity() >= total {
+        let widths: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+        let from = out.len();
+        write_joined(&mut out.spare_capacity_mut()[..more], parts, &widths);
+        // SAFETY: `write_joined` wrote the `more` values after the first `from`.
+        unsafe { out.set_len(from + more) };
+        return Ok(out);
+    }
+    let mut grown = Vec::new();
+    grown.try_reserve_exact(total.max(2 * out.capacity()))?;
+    let all: Vec<&[f32]> = std::iter::once(&out[..])
+        .chain(parts.iter().copied())
+        .collect();
+    let widths: Vec<usize> = all.iter().map(|p| p.len()).collect();
+    write_joined(&mut grown.spare_capacity_mut()[..total], &all, &widths);
+    // SAFETY: `write_joined` wrote all `total` values.
+    unsafe { grown.set_len(total) };
+    Ok(grown)
+}
+
+/// Writes every element of `out` (rows of `widths`' sum): the rows of [`join_rows`], chunk by
+/// chunk across the pool.
+fn write_joined<T: Element>(out: &mut [MaybeUninit<T>], parts: &[&[T]], widths: &[usize]) {
+    let total: usize = widths.iter().sum();
+    if total == 0 {
+        return;
+    }
+    par::for_each_chunk_mut(out, |start, chunk| {
+        let end = start + chunk.len();
+        let mut at = start;
+        while at < end {
+            // The pieces of row `o` inside [at, end): each part's run, clipped.
+            let o = at / total;
+            let mut col = o * total;
+            for (p, &w) in parts.iter().zip(widths) {
+                let (lo, hi) = (at.max(col), (col + w).min(end));
+                if lo < hi {
+                    let s = o * w + lo - col;
+                    let src = &p[s..s + hi - lo];
+                    for (d, &v) in chunk[lo - start..hi - start].iter_mut().zip(src) {
+                        d.write(v);
                     }
-                    col += w;
                 }
-                at = col.min(end);
+                col += w;
             }
-        });
-    };
-    // SAFETY: every chunk is covered by the row pieces written into it.
-    unsafe { par::written(outer * total, fill) }
+            at = col.min(end);
+        }
+    });
 }
 
 /// The inverse of `take_range`: (outer, n, inner) zeros with `g` (outer, len, inner) written
@@ -372,6 +409,25 @@ mod tests {
             vec![1, 2, 5, 3, 4, 6]
         );
         assert_eq!(place_range(&[7, 8], 2, 3, 1, 2, 1), vec![0, 0, 7, 0, 0, 8]);
+    }
+
+    #[test]
+    fn append_rows_fills_spare_capacity_or_grows_geometrically() {
+        let part = |n: usize, k: f32| (0..n).map(|i| i as f32 + k).collect::<Vec<f32>>();
+        let (a, b, c) = (part(70001, 0.5), part(90013, 0.25), part(3, -1.0));
+        let want: Vec<f32> = [&a[..], &b, &c].concat();
+        // Growing: the first input has no spare room.
+        let grown = append_rows(a.clone(), &[&b, &c]).unwrap();
+        assert_eq!(grown, want);
+        assert!(grown.capacity() >= 2 * a.capacity());
+        // In place: the room is already there, and the buffer stays where it is.
+        let mut roomy = Vec::with_capacity(want.len() + 10);
+        roomy.extend_from_slice(&a);
+        let at = roomy.as_ptr();
+        let same = append_rows(roomy, &[&b, &c]).unwrap();
+        assert_eq!(same, want);
+        assert_eq!(same.as_ptr(), at);
+        assert_eq!(append_rows(Vec::new(), &[]).unwrap(), Vec::<f32>::new());
     }
 
     #[test]

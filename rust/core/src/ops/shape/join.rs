@@ -177,7 +177,8 @@ impl Operator for Concat {
     /// output is the inputs one after another: a first float32 input held nowhere else (at
     /// its last use) is grown in place instead of copied. DenseNet's blocks join each layer's
     /// output to the growing concatenation of the layers before it; appending (the buffer
-    /// grows geometrically) makes that linear in the block's size, not quadratic.
+    /// grows geometrically) makes that linear in the block's size, not quadratic. The copies
+    /// split across the pool ([`append_rows`]).
     fn forward_consuming(
         &self,
         ctx: &OpCtx,
@@ -197,19 +198,19 @@ impl Operator for Concat {
             .next()
             .ok_or_else(|| Error::Msg("internal: Concat inputs".into()))?;
         let rest: Vec<NDArray> = rest.collect();
-        let mut out = match first.into_f32_vec() {
+        let out = match first.into_f32_vec() {
             Ok(v) => v,
             Err(first) => {
                 let all: Vec<NDArray> = std::iter::once(first).chain(rest).collect();
                 return self.forward(ctx, &all, aux);
             }
         };
-        let more: usize = rest.iter().map(NDArray::size).sum();
-        out.try_reserve(more)
+        let parts = rest
+            .iter()
+            .map(|x| x.f32s("Concat: input"))
+            .collect::<Result<Vec<_>>>()?;
+        let out = append_rows(out, &parts)
             .map_err(|e| Error::Msg(format!("node \"{}\": Concat output: {e}", ctx.node)))?;
-        for x in &rest {
-            out.extend_from_slice(x.f32s("Concat: input")?);
-        }
         Ok(vec![NDArray::from_f32(&out_shape, out)?])
     }
 
