@@ -733,6 +733,38 @@ fn tiled_path_choice() {
     assert!(!one(1, 1024, 128, 14, 1)); // the GEMM's register tile fits
 }
 
+/// A 1×1 layer into many filters runs packed over one image, and over a batch only while
+/// each thread's block of samples is small (`CONV_GATHER_POINTWISE_BLOCK_POSITIONS`).
+#[test]
+fn packed_pointwise_choice() {
+    let pointwise = |batch, c, f, size| {
+        let g = mk(
+            batch,
+            c,
+            f,
+            1,
+            [1, size, size],
+            [1; 3],
+            [1; 3],
+            [1; 3],
+            [0; 3],
+        );
+        packs_weight(&g)
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        assert!(pointwise(1, 320, 1280, 7));
+        assert!(pointwise(1, 512, 1000, 13));
+        assert!(pointwise(16, 256, 1024, 4)); // 8 samples × 16 positions a thread
+        assert!(!pointwise(16, 1280, 320, 8)); // 8 × 64: the GEMM
+        assert!(!pointwise(16, 512, 1000, 13));
+        assert!(!pointwise(1, 576, 96, 14)); // too few filters
+    });
+}
+
 fn close(a: &[f32], b: &[f32]) {
     assert_eq!(a.len(), b.len());
     for (i, (x, y)) in a.iter().zip(b).enumerate() {

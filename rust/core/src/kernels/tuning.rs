@@ -88,6 +88,15 @@ pub const CONV_GATHER_MIN_FILTERS: usize = 64;
 /// against 160; into 96 filters (576 → 96 over 14²) 135 against 107.
 pub const CONV_GATHER_POINTWISE_MIN_FILTERS: usize = 256;
 
+/// Positions per thread's block of samples up to which a 1×1 layer over a batch runs packed
+/// ([`CONV_GATHER_POINTWISE_MIN_FILTERS`]). A block of 64 rows of its columns must stay in
+/// L1 while every panel passes over it; past that the GEMM, which reads a 1×1 layer's input
+/// as its own column matrix, was faster at batch 16: SqueezeNet's 512 → 1000 over 13² in 8.2
+/// ms against 9.9, MobileNet v2's 1280 → 320 over 8² 2.1 against 2.7, 64 → 256 over 16²
+/// 0.45 against 0.56. Over 4² images the packed path kept its lead (1024 → 256 in 0.34 ms
+/// against 0.43, 256 → 1024 0.36 against 0.43).
+pub const CONV_GATHER_POINTWISE_BLOCK_POSITIONS: usize = 192;
+
 /// Output positions up to which [`CONV_GATHER_MAX_POSITIONS`] applies over one image into
 /// fewer than [`CONV_GATHER_MIN_FILTERS`] filters too, the threads then splitting the
 /// positions: DenseNet's 128 → 32 3×3 over 14² ran in 63 µs there against 79 on the direct
