@@ -21,8 +21,8 @@ use super::scratch::Scratch;
 use super::tuning::{
     CONV_GATHER_FEW_FILTERS_POSITIONS, CONV_GATHER_MAX_POSITIONS, CONV_GATHER_MAX_WEIGHT,
     CONV_GATHER_MIN_FILTERS, CONV_GATHER_MIN_ROWS, CONV_GATHER_POINTWISE_BLOCK_POSITIONS,
-    CONV_GATHER_POINTWISE_MIN_FILTERS, CONV_PACKED_L2_WEIGHT, CONV_PACKED_MAX_POSITIONS,
-    DIRECT_OWN_PAD_MAX,
+    CONV_GATHER_POINTWISE_MIN_FILTERS, CONV_GATHER_POINTWISE_SMALL_IMAGE, CONV_PACKED_L2_WEIGHT,
+    CONV_PACKED_MAX_POSITIONS, DIRECT_OWN_PAD_MAX,
 };
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -125,18 +125,23 @@ pub fn packs_weight(g: &ConvGeom) -> bool {
 /// A mid-sized output with enough filters and column rows (see
 /// [`CONV_GATHER_MAX_POSITIONS`]; a 1×1 window only into [`CONV_GATHER_POINTWISE_MIN_FILTERS`]
 /// filters or more, over a batch only for small blocks of samples, see
-/// [`CONV_GATHER_POINTWISE_BLOCK_POSITIONS`]; fewer filters over a small image, see
+/// [`CONV_GATHER_POINTWISE_BLOCK_POSITIONS`], and then into fewer filters over tiny images,
+/// see [`CONV_GATHER_POINTWISE_SMALL_IMAGE`]; fewer filters over a small image, see
 /// [`CONV_GATHER_FEW_FILTERS_POSITIONS`]): over a batch, each thread takes a block of samples
 /// through every panel.
 fn mid_sized(g: &ConvGeom) -> bool {
     let block = g.batch.div_ceil(rayon::current_num_threads()) * g.out_len();
-    let pointwise = g.filters >= CONV_GATHER_POINTWISE_MIN_FILTERS
+    let small_batch = g.is_pointwise()
+        && g.batch > 1
+        && g.out_len() <= CONV_GATHER_POINTWISE_SMALL_IMAGE
+        && g.col_rows() >= 64;
+    let pointwise = (g.filters >= CONV_GATHER_POINTWISE_MIN_FILTERS || small_batch)
         && (g.batch == 1 || block <= CONV_GATHER_POINTWISE_BLOCK_POSITIONS);
     (!g.is_pointwise() || pointwise)
         && g.out_len() <= CONV_GATHER_MAX_POSITIONS
         && (g.filters >= CONV_GATHER_MIN_FILTERS
             || (g.batch == 1 && g.out_len() <= CONV_GATHER_FEW_FILTERS_POSITIONS))
-        && g.col_rows() >= CONV_GATHER_MIN_ROWS
+        && (g.col_rows() >= CONV_GATHER_MIN_ROWS || small_batch)
         && g.weight_len() <= CONV_GATHER_MAX_WEIGHT
 }
 

@@ -492,6 +492,8 @@ fn packed_weights_match_the_gemm_path() {
         ),
         // 1×1 into many filters (a remainder panel)
         mk(1, 256, 272, 1, [1, 9, 9], [1; 3], [1; 3], [1; 3], [0; 3]),
+        // 1×1 over a batch of tiny images, into fewer filters (a remainder panel)
+        mk(3, 64, 80, 1, [1, 4, 4], [1; 3], [1; 3], [1; 3], [0; 3]),
     ];
     for g in mid {
         assert!(packs_weight(&g), "{g:?}");
@@ -734,7 +736,8 @@ fn tiled_path_choice() {
 }
 
 /// A 1×1 layer into many filters runs packed over one image, and over a batch only while
-/// each thread's block of samples is small (`CONV_GATHER_POINTWISE_BLOCK_POSITIONS`).
+/// each thread's block of samples is small (`CONV_GATHER_POINTWISE_BLOCK_POSITIONS`); into
+/// fewer filters only over a batch of tiny images (`CONV_GATHER_POINTWISE_SMALL_IMAGE`).
 #[test]
 fn packed_pointwise_choice() {
     let pointwise = |batch, c, f, size| {
@@ -762,6 +765,9 @@ fn packed_pointwise_choice() {
         assert!(!pointwise(16, 1280, 320, 8)); // 8 × 64: the GEMM
         assert!(!pointwise(16, 512, 1000, 13));
         assert!(!pointwise(1, 576, 96, 14)); // too few filters
+        assert!(pointwise(16, 128, 128, 4)); // ... unless the images are tiny, over a batch
+        assert!(!pointwise(16, 32, 64, 16));
+        assert!(!pointwise(16, 32, 64, 4)); // too few column rows
     });
 }
 
