@@ -21,8 +21,9 @@ use super::scratch::Scratch;
 use super::tuning::{
     CONV_GATHER_FEW_FILTERS_POSITIONS, CONV_GATHER_MAX_POSITIONS, CONV_GATHER_MAX_WEIGHT,
     CONV_GATHER_MIN_FILTERS, CONV_GATHER_MIN_ROWS, CONV_GATHER_POINTWISE_BLOCK_POSITIONS,
-    CONV_GATHER_POINTWISE_MIN_FILTERS, CONV_GATHER_POINTWISE_SMALL_IMAGE, CONV_PACKED_L2_WEIGHT,
-    CONV_PACKED_MAX_POSITIONS, DIRECT_OWN_PAD_MAX,
+    CONV_GATHER_POINTWISE_MIN_FILTERS, CONV_GATHER_POINTWISE_SMALL_IMAGE,
+    CONV_GATHER_POINTWISE_SMALL_IMAGE_MIN_ROWS, CONV_PACKED_L2_WEIGHT, CONV_PACKED_MAX_POSITIONS,
+    DIRECT_OWN_PAD_MAX,
 };
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -134,7 +135,7 @@ fn mid_sized(g: &ConvGeom) -> bool {
     let small_batch = g.is_pointwise()
         && g.batch > 1
         && g.out_len() <= CONV_GATHER_POINTWISE_SMALL_IMAGE
-        && g.col_rows() >= 64;
+        && g.col_rows() >= CONV_GATHER_POINTWISE_SMALL_IMAGE_MIN_ROWS;
     let pointwise = (g.filters >= CONV_GATHER_POINTWISE_MIN_FILTERS || small_batch)
         && (g.batch == 1 || block <= CONV_GATHER_POINTWISE_BLOCK_POSITIONS);
     (!g.is_pointwise() || pointwise)

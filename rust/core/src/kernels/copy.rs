@@ -47,14 +47,9 @@ pub fn join_rows<T: Element>(parts: &[&[T]], widths: &[usize], outer: usize) -> 
 /// along. `Vec::extend_from_slice` grew and copied on one thread: SqueezeNet's Concats at
 /// batch 1 (two 0.8 MB halves) each left the other core idle.
 pub fn append_rows(mut out: Vec<f32>, parts: &[&[f32]]) -> Result<Vec<f32>, TryReserveError> {
-    let more: usize = parts.iter().map(|p| p.len()).sum();
-    let total = out.len() + more;
+    let total = out.len() + parts.iter().map(|p| p.len()).sum::<usize>();
     if out.capacity() >= total {
-        let widths: Vec<usize> = parts.iter().map(|p| p.len()).collect();
-        let from = out.len();
-        write_joined(&mut out.spare_capacity_mut()[..more], parts, &widths);
-        // SAFETY: `write_joined` wrote the `more` values after the first `from`.
-        unsafe { out.set_len(from + more) };
+        extend_joined(&mut out, parts);
         return Ok(out);
     }
     let mut grown = Vec::new();
@@ -62,11 +57,18 @@ pub fn append_rows(mut out: Vec<f32>, parts: &[&[f32]]) -> Result<Vec<f32>, TryR
     let all: Vec<&[f32]> = std::iter::once(&out[..])
         .chain(parts.iter().copied())
         .collect();
-    let widths: Vec<usize> = all.iter().map(|p| p.len()).collect();
-    write_joined(&mut grown.spare_capacity_mut()[..total], &all, &widths);
-    // SAFETY: `write_joined` wrote all `total` values.
-    unsafe { grown.set_len(total) };
+    extend_joined(&mut grown, &all);
     Ok(grown)
+}
+
+/// `parts` written one after another into `v`'s spare capacity (which holds them), across
+/// the pool.
+fn extend_joined(v: &mut Vec<f32>, parts: &[&[f32]]) {
+    let widths: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+    let (from, more) = (v.len(), widths.iter().sum::<usize>());
+    write_joined(&mut v.spare_capacity_mut()[..more], parts, &widths);
+    // SAFETY: `write_joined` wrote the `more` values after the first `from`.
+    unsafe { v.set_len(from + more) };
 }
 
 /// Writes every element of `out` (rows of `widths`' sum): the rows of [`join_rows`], chunk by

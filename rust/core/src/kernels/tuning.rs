@@ -99,12 +99,15 @@ pub const CONV_GATHER_POINTWISE_BLOCK_POSITIONS: usize = 192;
 
 /// Positions per image up to which a 1×1 layer over a batch also runs packed into fewer
 /// filters than [`CONV_GATHER_POINTWISE_MIN_FILTERS`] (64 or more) and from fewer column rows
-/// than [`CONV_GATHER_MIN_ROWS`] (64 or more), within
+/// than [`CONV_GATHER_MIN_ROWS`] (see [`CONV_GATHER_POINTWISE_SMALL_IMAGE_MIN_ROWS`]), within
 /// [`CONV_GATHER_POINTWISE_BLOCK_POSITIONS`]. The GEMM's products over such small images are
 /// short: MobileNet-0.25's 128 → 128 over 16 × 4² ran in 27 µs packed against 37 (the
 /// network at batch 16 about 6% faster), 64 → 128 over 16 × 4² 26 against 32. Over larger
 /// images the GEMM kept the lead (32 → 64 over 16 × 16²: 73 µs against 116 packed).
 pub const CONV_GATHER_POINTWISE_SMALL_IMAGE: usize = 16;
+
+/// Column rows (input channels) from which [`CONV_GATHER_POINTWISE_SMALL_IMAGE`] applies.
+pub const CONV_GATHER_POINTWISE_SMALL_IMAGE_MIN_ROWS: usize = 64;
 
 /// Output positions up to which [`CONV_GATHER_MAX_POSITIONS`] applies over one image into
 /// fewer than [`CONV_GATHER_MIN_FILTERS`] filters too, the threads then splitting the
