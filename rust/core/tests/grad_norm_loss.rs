@@ -298,6 +298,24 @@ fn dropout_inference_is_identity_with_gradient() {
         .unwrap();
 }
 
+/// An inactive Dropout (inference, mode "training") passes its data through and gives a mask
+/// of ones of the data's shape, whatever the shape of the pass before; a consumer writing to
+/// the mask it got leaves the next pass's mask ones.
+#[test]
+fn inactive_dropout_masks_are_ones_of_each_shape() {
+    let op = instance("Dropout", &[("p", "0.4")]);
+    for shape in [vec![2, 3], vec![2, 3], vec![4, 5, 6], vec![2, 3]] {
+        let x = arr(&shape, 4);
+        let mut outs = op
+            .forward(&ctx(false), std::slice::from_ref(&x), &mut [])
+            .unwrap();
+        assert_eq!(outs[0].to_f64_vec(), x.to_f64_vec());
+        assert_eq!(outs[1].shape(), &shape[..]);
+        assert!(outs[1].to_f64_vec().iter().all(|&m| m == 1.0));
+        outs[1].f32s_mut("mask").unwrap().fill(7.0);
+    }
+}
+
 // Every test that draws from the global stream lives here, so no other test in this binary
 // can take tickets in between a seed and the draws it should reproduce.
 #[test]
