@@ -157,15 +157,16 @@ pub(super) fn forward(
 
 /// Writes `x_n (channels, input)` (through `map`, if any) into `xp` zero-padded and split
 /// into phases, `(channels, phases, Hq, Wq)`: phase `(a, b)`'s value `(i, j)` is the padded
-/// image's `(i·sh + a, j·sw + b)`. Then zeros the slack after it; channels split across the
-/// pool when `split` and the copy is large.
+/// image's `(i·sh + a, j·sw + b)`. Then zeros the slack after it; the phase planes split
+/// across the pool when `split` and the copy is large (by channel, an image of 3 channels
+/// left one thread a third of the work and the other two thirds).
 fn pad_image(g: &ConvGeom, (x_n, map): (&[f32], Option<&InputMap>), xp: &mut [f32], split: bool) {
     let (hq, wq) = padded(g);
     let [_, ih, iw] = g.input;
     let [_, sh, sw] = g.stride;
     let [_, ph, pw] = g.pad;
-    let plane = phases(g) * hq * wq;
-    let (planes, slack) = xp.split_at_mut(g.channels * plane);
+    let phase_count = phases(g);
+    let (planes, slack) = xp.split_at_mut(g.channels * phase_count * hq * wq);
     slack.fill(0.0);
     // The phase's columns j that fall inside the input (ix = j·sw + b − pw), as a range.
     let inside = |b: usize| {
@@ -173,47 +174,49 @@ fn pad_image(g: &ConvGeom, (x_n, map): (&[f32], Option<&InputMap>), xp: &mut [f3
         let hi = (iw + pw).saturating_sub(b).div_ceil(sw).min(wq);
         (lo.min(hi), hi)
     };
-    let channel = |(ci, dst): (usize, &mut [f32])| {
+    let phase_plane = |(u, q): (usize, &mut [f32])| {
+        let (ci, phase) = (u / phase_count, u % phase_count);
         let src = &x_n[ci * ih * iw..(ci + 1) * ih * iw];
-        for (phase, q) in dst.chunks_exact_mut(hq * wq).enumerate() {
-            let (a, b) = (phase / sw, phase % sw);
-            let (lo, hi) = inside(b);
-            for (i, row) in q.chunks_exact_mut(wq).enumerate() {
-                let iy = (i * sh + a).checked_sub(ph).filter(|&iy| iy < ih);
-                let Some(iy) = iy else {
-                    row.fill(0.0);
-                    continue;
-                };
-                row[..lo].fill(0.0);
-                row[hi..].fill(0.0);
-                if lo == hi {
-                    continue;
-                }
-                let first = lo * sw + b - pw;
-                let run = &src[iy * iw + first..(iy + 1) * iw];
-                match (sw, map) {
-                    (1, Some(m)) => m.apply_into(ci, run, &mut row[lo..hi]),
-                    (1, None) => row[lo..hi].copy_from_slice(&run[..hi - lo]),
-                    _ => {
-                        if sw == 2 {
-                            copy_every_other(&mut row[lo..hi], run);
-                        } else {
-                            for (d, v) in row[lo..hi].iter_mut().zip(run.iter().step_by(sw)) {
-                                *d = *v;
-                            }
+        let (a, b) = (phase / sw, phase % sw);
+        let (lo, hi) = inside(b);
+        for (i, row) in q.chunks_exact_mut(wq).enumerate() {
+            let iy = (i * sh + a).checked_sub(ph).filter(|&iy| iy < ih);
+            let Some(iy) = iy else {
+                row.fill(0.0);
+                continue;
+            };
+            row[..lo].fill(0.0);
+            row[hi..].fill(0.0);
+            if lo == hi {
+                continue;
+            }
+            let first = lo * sw + b - pw;
+            let run = &src[iy * iw + first..(iy + 1) * iw];
+            match (sw, map) {
+                (1, Some(m)) => m.apply_into(ci, run, &mut row[lo..hi]),
+                (1, None) => row[lo..hi].copy_from_slice(&run[..hi - lo]),
+                _ => {
+                    if sw == 2 {
+                        copy_every_other(&mut row[lo..hi], run);
+                    } else {
+                        for (d, v) in row[lo..hi].iter_mut().zip(run.iter().step_by(sw)) {
+                            *d = *v;
                         }
-                        if let Some(m) = map {
-                            m.apply(ci, &mut row[lo..hi]);
-                        }
+                    }
+                    if let Some(m) = map {
+                        m.apply(ci, &mut row[lo..hi]);
                     }
                 }
             }
         }
     };
     if split && planes.len() >= SERIAL_BELOW {
-        planes.par_chunks_mut(plane).enumerate().for_each(channel);
+        planes
+            .par_chunks_mut(hq * wq)
+            .enumerate()
+            .for_each(phase_plane);
     } else {
-        planes.chunks_mut(plane).enumerate().for_each(channel);
+        planes.chunks_mut(hq * wq).enumerate().for_each(phase_plane);
     }
 }
 
@@ -492,6 +495,8 @@ mod tests {
             // a 3×3/2 window over 3 channels (few column rows), many filters: the
             // epilogue in runs of tiles
             (2, 3, 300, [64, 64], [3, 3], [1, 1], [2, 2]),
+            // a padded image large enough that its phase planes split across the pool
+            (1, 3, 8, [224, 224], [3, 3], [1, 1], [2, 2]),
             // stride 1
             (1, 3, 5, [20, 24], [3, 3], [1, 1], [1, 1]),
             (1, 16, 64, [55, 55], [3, 3], [1, 1], [1, 1]),
