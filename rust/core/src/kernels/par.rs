@@ -273,15 +273,25 @@ pub fn for_each_row_mut_by_work<T: Send>(
     work: usize,
     f: impl Fn(usize, &mut [T]) + Sync + Send,
 ) {
+    for_each_row_mut_split(out, row_len, work >= SERIAL_BELOW, f);
+}
+
+/// As [`for_each_row_mut`], in parallel when `split`.
+pub fn for_each_row_mut_split<T: Send>(
+    out: &mut [T],
+    row_len: usize,
+    split: bool,
+    f: impl Fn(usize, &mut [T]) + Sync + Send,
+) {
     if row_len == 0 {
         return;
     }
-    if work < SERIAL_BELOW {
-        out.chunks_mut(row_len)
+    if split {
+        out.par_chunks_mut(row_len)
             .enumerate()
             .for_each(|(i, r)| f(i, r));
     } else {
-        out.par_chunks_mut(row_len)
+        out.chunks_mut(row_len)
             .enumerate()
             .for_each(|(i, r)| f(i, r));
     }

@@ -556,6 +556,46 @@ mod tests {
         }
     }
 
+    /// A pooling of 32K–128K values splits across the pool only when it runs there (an
+    /// inference pass on the pool): the same bits either way, every plane written.
+    #[test]
+    fn mid_sized_pooling_splits_on_the_pool_with_the_same_bits() {
+        let g = PoolGeom {
+            planes: 64,
+            ..geom(
+                [1, 32, 32],
+                [1, 3, 3],
+                [1, 2, 2],
+                [0, 1, 1],
+                PoolConvention::Valid,
+            )
+        };
+        let work = g.planes * (g.in_len() + g.out_len());
+        assert!((1 << 15..1 << 17).contains(&work), "{work}");
+        let x = vals(g.planes * g.in_len(), 4);
+        for kind in [
+            PoolKind::Max,
+            PoolKind::Avg {
+                count_include_pad: true,
+            },
+        ] {
+            let mut caller = vec![f32::NAN; g.planes * g.out_len()];
+            pool_forward(&g, kind, &x, &mut caller).unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
+            let mut on_pool = vec![f32::NAN; caller.len()];
+            pool.install(|| pool_forward(&g, kind, &x, &mut on_pool))
+                .unwrap();
+            assert!(caller.iter().all(|v| !v.is_nan()));
+            assert_eq!(
+                caller.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                on_pool.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+        }
+    }
+
     #[test]
     fn max_ignores_nan_and_ties_agree_on_every_path() {
         use PoolConvention::*;
