@@ -7,7 +7,7 @@ pub use super::conv_tiled::{conv_forward_tiled, tiles_mapped, tiles_weight, Inpu
 use super::conv_trim::Trimmed;
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
 use super::gemm::{gemm_split, MatRef};
-use super::par::SERIAL_BELOW;
+use super::par::serial_below;
 use super::scratch::Scratch;
 use super::tuning::{CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE};
 use crate::error::{Error, Result};
@@ -155,7 +155,7 @@ impl ConvGeom {
                 * self.kernel_len()
                 * self.out_len()
                 * self.batch
-                >= SERIAL_BELOW
+                >= serial_below()
     }
 
     pub(super) fn validate(&self) -> Result<()> {
@@ -369,7 +369,7 @@ fn for_blocks_mut(
 /// Whether a memory-bound pass over `len` values (im2col, col2im, a layout change) of a block
 /// whose passes may split (`inner`) goes to the pool.
 pub(super) fn split_pass(inner: bool, len: usize) -> bool {
-    inner && len >= SERIAL_BELOW
+    inner && len >= serial_below()
 }
 
 /// A convolution's GEMM: split across the pool's threads (see [`CONV_GEMM_PARALLEL_ABOVE`])

@@ -26,7 +26,7 @@ use super::conv_packed::SendPtr;
 use super::conv_tiled::{
     copy_every_other, epilogue_tiles, run_ending_at, FilterPanels, InputMap, LANES, MR,
 };
-use super::par::SERIAL_BELOW;
+use super::par::{serial_below, SERIAL_BELOW};
 use super::scratch::Scratch;
 use super::tuning::{DIRECT_MAX_WEIGHT, DIRECT_OWN_PAD_MAX, DIRECT_STRIDED_MAX_ROWS};
 use crate::error::{Error, Result};
@@ -244,7 +244,7 @@ impl Direct<'_> {
         let tiles = positions.div_ceil(TILE);
         let (f, k) = (self.w.filters(), self.w.k());
         let threads = rayon::current_num_threads();
-        let big = split && f * positions * k >= SERIAL_BELOW * 4 && tiles >= 2 * threads;
+        let big = split && f * positions * k >= serial_below() * 4 && tiles >= 2 * threads;
         let yp = SendPtr(y.as_mut_ptr());
         let part = |ts: Range<usize>, xp: &[f32]| {
             // SAFETY: parts cover disjoint positions of `y`, which holds (filters, out_len).

@@ -16,7 +16,7 @@
 //! (zero-padded) input ([`Gathered`]).
 
 use super::conv::ConvGeom;
-use super::par::SERIAL_BELOW;
+use super::par::serial_below;
 use super::scratch::Scratch;
 use super::tuning::{
     CONV_GATHER_FEW_FILTERS_POSITIONS, CONV_GATHER_MAX_POSITIONS, CONV_GATHER_MAX_WEIGHT,
@@ -504,7 +504,7 @@ fn splits_positions(w: &PackedFilters, positions: usize, split: bool) -> bool {
 /// Whether a product over `positions` has the work to share among the pool's threads, with
 /// `split`.
 fn worth_splitting(w: &PackedFilters, positions: usize, split: bool) -> bool {
-    split && positions * w.filters * w.k >= SERIAL_BELOW * 4
+    split && positions * w.filters * w.k >= serial_below() * 4
 }
 
 /// A raw pointer the parts share; each writes its own filters' (or positions') outputs.

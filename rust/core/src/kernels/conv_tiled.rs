@@ -19,7 +19,7 @@ use super::conv_direct::{self, runs_direct};
 use super::conv_packed::{check_packed, packs_weight};
 use super::conv_packed::{Panels, SendPtr};
 use super::has_avx512;
-use super::par::SERIAL_BELOW;
+use super::par::serial_below;
 use super::tuning::{
     EPILOGUE_RUN_BYTES, MAPPED_POINTWISE_MAX_WEIGHT, POINTWISE_TILED_NARROW_FILTERS,
     TILED_MIN_WIDTH,
@@ -394,7 +394,7 @@ fn tiled_product(
     }
     let (tiles, panels) = (l.div_ceil(TILE), w.panels());
     let threads = rayon::current_num_threads();
-    let big = split && f * l * k.max(1) >= SERIAL_BELOW * 4;
+    let big = split && f * l * k.max(1) >= serial_below() * 4;
     // By positions when each thread gets two tiles or more (a thread with one full tile
     // against one with a sliver would wait), else by panels.
     let parts: Vec<(Range<usize>, Range<usize>)> = if big && tiles >= 2 * threads {

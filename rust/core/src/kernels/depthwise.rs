@@ -5,7 +5,7 @@
 
 use super::conv::{copy_short, valid_range, ConvGeom};
 use super::depthwise_vector::{vector_forward, vector_kernel};
-use super::par::{Shared, SERIAL_BELOW};
+use super::par::{serial_below, Shared};
 use super::scratch::Scratch;
 use rayon::prelude::*;
 use std::ops::Range;
@@ -18,7 +18,7 @@ pub(super) fn depthwise_planes_per_task(g: &ConvGeom) -> usize {
 
 /// Whether a depthwise pass goes to the pool (a rough multiply-add count).
 pub(super) fn depthwise_parallel(g: &ConvGeom) -> bool {
-    g.batch * g.channels * g.out_len() * g.kernel_len() >= SERIAL_BELOW
+    g.batch * g.channels * g.out_len() * g.kernel_len() >= serial_below()
 }
 
 /// Calls `f(plane index, tap (a, e), output row y, input row iy, output range [lo, hi), first

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-pub use super::tuning::{CHUNK, SERIAL_BELOW};
+pub use super::tuning::{CHUNK, ON_POOL_SERIAL_BELOW, SERIAL_BELOW};
 
 /// Flushes denormal floats to zero (x86 FTZ and DAZ) on this thread while it lives, then
 /// restores the previous mode. Training pushes values into the denormal range (momentum of a
@@ -51,6 +51,17 @@ impl Drop for FlushDenormals {
         unsafe {
             std::arch::asm!("ldmxcsr [{}]", in(reg) &self.saved, options(nostack, readonly));
         }
+    }
+}
+
+/// Work (a rough count of values or multiply-adds) below which a kernel stays on its thread:
+/// [`SERIAL_BELOW`] from outside the pool, where a split hands the work over and back, and
+/// [`ON_POOL_SERIAL_BELOW`] on it, where the other threads take their parts by stealing.
+pub fn serial_below() -> usize {
+    if rayon::current_thread_index().is_some() {
+        ON_POOL_SERIAL_BELOW
+    } else {
+        SERIAL_BELOW
     }
 }
 

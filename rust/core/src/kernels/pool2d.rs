@@ -5,9 +5,8 @@
 //! the horizontal windows of that buffer. The windows are MXNet's spans, so clipping, the
 //! average's divisor and "NaN / padding never win" are those of the generic loop.
 
-use super::par::{self, SERIAL_BELOW};
+use super::par;
 use super::pool::{PoolGeom, PoolKind, Span};
-use super::tuning::POOL_SPLIT_ON_POOL_FROM;
 
 /// Lanes of the plane reductions: independent accumulators the compiler keeps in vector
 /// registers (a single running maximum or sum is a serial dependency chain).
@@ -84,9 +83,7 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
     // Planes in groups, so each task makes its row buffer once (a plane of 8×8 outputs
     // takes about as long as an allocation).
     let group = (4096 / (il + ol)).clamp(1, 64);
-    let on_pool = rayon::current_thread_index().is_some();
-    let split = work >= SERIAL_BELOW || (on_pool && work >= POOL_SPLIT_ON_POOL_FROM);
-    par::for_each_row_mut_split(y, ol * group, split, |i, y_g| {
+    par::for_each_row_mut_split(y, ol * group, work >= par::serial_below(), |i, y_g| {
         let planes = y_g.chunks_exact_mut(ol).enumerate();
         #[cfg(target_arch = "x86_64")]
         if let Some(centred) = &centred {

@@ -189,11 +189,12 @@ pub const CONV_BLOCK_VALUES: usize = 1 << 18;
 /// few arrays once (memory-bound), so the pool pays only for large parameters.
 pub const UPDATE_SERIAL_BELOW: usize = 1 << 19;
 
-/// Values a pooling reads and writes from which it splits across the pool when it already
-/// runs there (an inference pass on the pool): a split then costs a steal by a thread that
-/// is awake, not a hand-over into the pool ([`SERIAL_BELOW`] still applies from other
-/// threads). ResNet's stem pool at batch 1 (64 × 32² → 16², 82K values) went 29 → 18 µs.
-pub const POOL_SPLIT_ON_POOL_FROM: usize = 1 << 15;
+/// [`SERIAL_BELOW`] for a kernel that already runs on the pool (a pass there, see
+/// [`super::par::serial_below`]): a split then costs a steal by a thread that is awake, not
+/// a hand-over into the pool. ResNet's stem pool at batch 1 (64 × 32² → 16², 82K values)
+/// went 29 → 18 µs; MobileNet v2 1.0 at batch 1 ran 2–3% faster, ResNet-18 v2 and
+/// SqueezeNet about 1% (a twelfth of `SERIAL_BELOW` ran slower than a quarter).
+pub const ON_POOL_SERIAL_BELOW: usize = SERIAL_BELOW / 4;
 
 /// Duration of a module's pass from which its next pass runs on the pool as a whole (see
 /// [`super::par::PassPlacement`]): one hand-over into the pool (tens of µs on the 2-core
