@@ -193,7 +193,9 @@ pub const UPDATE_SERIAL_BELOW: usize = 1 << 19;
 /// [`super::par::serial_below`]): a split then costs a steal by a thread that is awake, not
 /// a hand-over into the pool. ResNet's stem pool at batch 1 (64 × 32² → 16², 82K values)
 /// went 29 → 18 µs; MobileNet v2 1.0 at batch 1 ran 2–3% faster, ResNet-18 v2 and
-/// SqueezeNet about 1% (a twelfth of `SERIAL_BELOW` ran slower than a quarter).
+/// SqueezeNet about 1%, a MobileNet v2 0.25 training step 10%. With a sixteenth of
+/// `SERIAL_BELOW`, MobileNet-0.25 at batch 1 (its passes forced onto the pool) ran slower
+/// than with a quarter.
 pub const ON_POOL_SERIAL_BELOW: usize = SERIAL_BELOW / 4;
 
 /// Duration of a module's pass from which its next pass runs on the pool as a whole (see
