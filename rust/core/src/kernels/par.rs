@@ -273,22 +273,23 @@ pub fn for_each_row_mut<T: Send>(
     row_len: usize,
     f: impl Fn(usize, &mut [T]) + Sync + Send,
 ) {
-    for_each_row_mut_by_work(out, row_len, out.len(), f);
+    rows_mut(out, row_len, out.len() >= SERIAL_BELOW, f);
 }
 
-/// As [`for_each_row_mut`], in parallel when `work` (the elements all calls touch together)
-/// is large: a pooling writes a fraction of what it reads, a global one a value per plane.
+/// As [`for_each_row_mut`], in parallel when `work` (the values or multiply-adds all calls
+/// take together: a pooling writes a fraction of what it reads, a global one a value per
+/// plane) reaches [`serial_below`] — the kernels' rule, lower on the pool.
 pub fn for_each_row_mut_by_work<T: Send>(
     out: &mut [T],
     row_len: usize,
     work: usize,
     f: impl Fn(usize, &mut [T]) + Sync + Send,
 ) {
-    for_each_row_mut_split(out, row_len, work >= SERIAL_BELOW, f);
+    rows_mut(out, row_len, work >= serial_below(), f);
 }
 
-/// As [`for_each_row_mut`], in parallel when `split`.
-pub fn for_each_row_mut_split<T: Send>(
+/// `f(row_index, row)` for each row of length `row_len` in `out`, in parallel when `split`.
+fn rows_mut<T: Send>(
     out: &mut [T],
     row_len: usize,
     split: bool,

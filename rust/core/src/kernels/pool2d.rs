@@ -83,7 +83,7 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
     // Planes in groups, so each task makes its row buffer once (a plane of 8×8 outputs
     // takes about as long as an allocation).
     let group = (4096 / (il + ol)).clamp(1, 64);
-    par::for_each_row_mut_split(y, ol * group, work >= par::serial_below(), |i, y_g| {
+    par::for_each_row_mut_by_work(y, ol * group, work, |i, y_g| {
         let planes = y_g.chunks_exact_mut(ol).enumerate();
         #[cfg(target_arch = "x86_64")]
         if let Some(centred) = &centred {
