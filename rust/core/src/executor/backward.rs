@@ -98,7 +98,7 @@ impl Executor {
                     None => NDArray::zeros(out.shape(), out.dtype()),
                 })
                 .collect();
-            let na = step.node.num_arguments();
+            let na = step.args;
             let ins: Vec<NDArray> = step.inputs[..na]
                 .iter()
                 .map(|&(s, o)| self.value(&self.values, s, o).clone())
@@ -206,10 +206,8 @@ impl Executor {
                 Some((false, i)) => self.grad_reqs[i] != GradReq::Null,
                 Some((true, _)) => false,
                 None => {
-                    step.inputs[..step.node.num_arguments()]
-                        .iter()
-                        .any(|&(s, _)| on_path[s])
-                        || (with_aux_ops && step.node.inputs.len() > step.node.num_arguments())
+                    step.inputs[..step.args].iter().any(|&(s, _)| on_path[s])
+                        || (with_aux_ops && step.inputs.len() > step.args)
                 }
             };
         }

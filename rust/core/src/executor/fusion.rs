@@ -125,7 +125,7 @@ pub(super) fn mapped_inputs(steps: &[Step], heads: &[(usize, usize)]) -> Vec<Opt
     // runs (`Operator::inference_affine`).
     let may_map = |i: usize| {
         steps[i].node.inst.is_some()
-            && steps[i].inputs.len() > steps[i].node.num_arguments()
+            && steps[i].inputs.len() > steps[i].args
             && steps[i].inputs[1..]
                 .iter()
                 .all(|&(p, _)| steps[p].var.is_some())

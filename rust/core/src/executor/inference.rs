@@ -207,12 +207,27 @@ impl Executor {
     /// Step `s`'s inputs after its data (its parameters) and its auxiliary states.
     fn params_and_aux(&self, values: &[Vec<NDArray>], s: usize) -> (Vec<NDArray>, Vec<NDArray>) {
         let step = &self.steps[s];
-        let na = step.node.num_arguments();
+        let na = step.args;
         let params = step.inputs[1..na]
             .iter()
             .map(|&(p, o)| self.value(values, p, o).clone())
             .collect();
         (params, self.gather_aux(step, na).1)
+    }
+
+    /// Step `s`'s parameters and auxiliary states as [`Executor::params_and_aux`] gives them,
+    /// borrowed (an aux input that is not a bound state left out).
+    fn param_and_aux_refs<'a>(
+        &'a self,
+        values: &'a [Vec<NDArray>],
+        s: usize,
+    ) -> impl Iterator<Item = &'a NDArray> + Clone {
+        let step = &self.steps[s];
+        let params = step.inputs[1..step.args].iter();
+        let aux = step.inputs[step.args..].iter();
+        params
+            .map(move |&(p, o)| self.value(values, p, o))
+            .chain(aux.filter_map(|&(p, _)| self.aux_arrays.get(self.steps[p].var?.1)))
     }
 
     /// Runs step `si` with step `j` (BatchNorm at inference) folded into it and the steps of
@@ -231,13 +246,13 @@ impl Executor {
     ) -> Option<Result<(Vec<NDArray>, Vec<NDArray>)>> {
         let (bn, conv) = (&self.steps[j].node, &self.steps[si].node);
         let (bn_inst, conv_inst) = (bn.inst.as_ref()?, conv.inst.as_ref()?);
-        let (params, aux) = self.params_and_aux(values, j);
         let bn_ctx = OpCtx {
             is_train: call.ctx.is_train,
             node: &bn.name,
             need_grad: &[],
         };
         let make = || -> Option<Result<prepared::Made>> {
+            let (params, aux) = self.params_and_aux(values, j);
             let affine = match bn_inst.inference_affine(&bn_ctx, &params, &aux)? {
                 Ok(a) => a,
                 Err(e) => return Some(Err(with_node(e, bn))),
@@ -250,17 +265,14 @@ impl Executor {
         let ins = call.ins;
         let cacheable = self.params_bound(si) && self.params_bound(j);
         let made = if cacheable {
-            let keys: Vec<NDArray> = ins[conv_inst.prepared_from(ins.len())]
+            let keys = ins[conv_inst.prepared_from(ins.len())]
                 .iter()
-                .chain(&params)
-                .chain(&aux)
-                .cloned()
-                .collect();
+                .chain(self.param_and_aux_refs(values, j));
             let cache = match call.map {
                 Some(_) => &self.mapped_folded,
                 None => &self.folded,
             };
-            cache.get_or_make(si, &keys, make)?
+            cache.get_or_make(si, keys, make)?
         } else {
             make()?
         };
@@ -302,7 +314,7 @@ impl Executor {
             Some(_) => &self.mapped,
             None => &self.prepared,
         };
-        let (prepared, _) = match cache.get_or_make(si, &call.ins[keys], make)? {
+        let (prepared, _) = match cache.get_or_make(si, call.ins[keys].iter(), make)? {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
         };
@@ -315,7 +327,7 @@ impl Executor {
     /// than other ops' outputs.
     pub(super) fn params_bound(&self, si: usize) -> bool {
         let step = &self.steps[si];
-        let na = step.node.num_arguments().min(step.inputs.len());
+        let na = step.args.min(step.inputs.len());
         let Some(inst) = step.node.inst.as_ref() else {
             return false;
         };

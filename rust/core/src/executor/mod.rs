@@ -59,6 +59,9 @@ struct Step {
     inputs: Vec<(usize, usize)>,
     /// For variables: Some((is_aux, position in arg/aux arrays)).
     var: Option<(bool, usize)>,
+    /// The op's argument count (`Node::num_arguments`, which lists the argument names):
+    /// its inputs after these are auxiliary states. Counted once here, not per pass.
+    args: usize,
 }
 
 /// For each step, the last step that reads its outputs (`usize::MAX` for graph outputs).
@@ -602,11 +605,7 @@ impl Executor {
         // (Ops with auxiliary states run in backward even without gradients, so they keep
         // everything.)
         let no_grad = self.grad_reqs.iter().all(|r| *r == GradReq::Null);
-        let release = no_grad
-            && self
-                .steps
-                .iter()
-                .all(|st| st.node.inputs.len() == st.node.num_arguments());
+        let release = no_grad && self.steps.iter().all(|st| st.inputs.len() == st.args);
         // Outside training such a backward changes nothing (BatchNorm folds its batch
         // statistics only in training), so an op that reuses its inputs' buffers may be handed
         // them at their last use (see `Operator::reuses_inputs`).
@@ -648,7 +647,7 @@ impl Executor {
                 }
                 (Some(inst), None) => {
                     let start = profiling.then(Instant::now);
-                    let na = node.num_arguments();
+                    let na = step.args;
                     // A data input deferred by its BatchNorm (see `mapped_inputs`): the
                     // BatchNorm's own input and map.
                     let mapped = deferred[si].take();
@@ -874,6 +873,7 @@ fn compile(
                     .map(|e| (index[&(Arc::as_ptr(&e.node) as usize)], e.index))
                     .collect(),
                 var,
+                args: n.num_arguments(),
             }
         })
         .collect();

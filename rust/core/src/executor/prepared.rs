@@ -37,11 +37,12 @@ impl PreparedCache {
     }
 
     /// Step `si`'s state made from `keys`: the kept one when it was made from these very
-    /// arrays, else `make()`'s (kept for the next pass). `None` when the op declines.
-    pub(super) fn get_or_make(
+    /// arrays, else `make()`'s (kept for the next pass). `None` when the op declines. The
+    /// keys are borrowed, and cloned only to be kept: a pass checks every step's.
+    pub(super) fn get_or_make<'k>(
         &self,
         si: usize,
-        keys: &[NDArray],
+        keys: impl Iterator<Item = &'k NDArray> + Clone,
         make: impl FnOnce() -> Option<Result<Made>>,
     ) -> Option<Result<Made>> {
         {
@@ -52,8 +53,11 @@ impl PreparedCache {
                     keys: held,
                     prepared,
                     extra,
-                }) if held.len() == keys.len()
-                    && held.iter().zip(keys).all(|(a, b)| a.same_storage(b)) =>
+                }) if held.len() == keys.clone().count()
+                    && held
+                        .iter()
+                        .zip(keys.clone())
+                        .all(|(a, b)| a.same_storage(b)) =>
                 {
                     return Some(Ok((prepared.clone(), extra.clone())));
                 }
@@ -65,7 +69,7 @@ impl PreparedCache {
         let slot = match &made {
             None => Slot::Declined,
             Some(Ok((prepared, extra))) => Slot::Made {
-                keys: keys.to_vec(),
+                keys: keys.cloned().collect(),
                 prepared: prepared.clone(),
                 extra: extra.clone(),
             },

@@ -411,7 +411,7 @@ impl Conv {
                 )))
             }
         };
-        let w = weight.f32s(&format!("{}: weight", self.op))?;
+        let w = weight.f32s_named(|| format!("{}: weight", self.op))?;
         self.forward_parts(ctx, data, w, self.bias(inputs)?, epilogue)
     }
 
@@ -447,7 +447,7 @@ impl Conv {
             let weight = inputs
                 .get(1)
                 .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?;
-            let w = weight.f32s(&format!("{}: weight", self.op))?;
+            let w = weight.f32s_named(|| format!("{}: weight", self.op))?;
             let bias = self.bias(inputs)?;
             let (w, bias) = match affine {
                 // conv(x, w)·s + t = conv(x, w·s) + (b·s + t), per filter: the BatchNorm pass
@@ -522,7 +522,7 @@ impl Conv {
         if let Some(run) = packed {
             let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
             let g = live_geometry(&g);
-            let x = data.f32s(&format!("{}: data", self.op))?;
+            let x = data.f32s_named(|| format!("{}: data", self.op))?;
             // SAFETY: both packed kernels write the whole output.
             let y = unsafe { overwritten(out_shape.iter().product(), |y| run(&g, x, y)) }?;
             return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
@@ -532,7 +532,7 @@ impl Conv {
             None => inputs
                 .get(1)
                 .ok_or_else(|| Error::Msg(format!("internal: {} inputs", self.op)))?
-                .f32s(&format!("{}: weight", self.op))?,
+                .f32s_named(|| format!("{}: weight", self.op))?,
         };
         self.forward_parts(ctx, data, w, bias, epilogue)
     }
@@ -540,7 +540,7 @@ impl Conv {
     /// The bias input's values, unless no_bias.
     fn bias<'a>(&self, inputs: &'a [NDArray]) -> Result<Option<&'a [f32]>> {
         match (self.no_bias, inputs.get(2)) {
-            (false, Some(b)) => Ok(Some(b.f32s(&format!("{}: bias", self.op))?)),
+            (false, Some(b)) => Ok(Some(b.f32s_named(|| format!("{}: bias", self.op))?)),
             _ => Ok(None),
         }
     }
@@ -555,7 +555,7 @@ impl Conv {
         epilogue: Option<&Epilogue>,
     ) -> Result<Vec<NDArray>> {
         let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
-        let x = data.f32s(&format!("{}: data", self.op))?;
+        let x = data.f32s_named(|| format!("{}: data", self.op))?;
         let fill = |y: &mut [f32]| -> Result<()> {
             if self.deconv {
                 conv_backward_data(&g, x, w, y)?;
@@ -698,9 +698,9 @@ impl Operator for Conv {
             _ => return Err(Error::Msg(format!("internal: {} backward inputs", self.op))),
         };
         let (g, _) = self.geometry(ctx.node, data.shape())?;
-        let x = data.f32s(&format!("{}: data", self.op))?;
-        let w = weight.f32s(&format!("{}: weight", self.op))?;
-        let dy = head.f32s(&format!("{}: output gradient", self.op))?;
+        let x = data.f32s_named(|| format!("{}: data", self.op))?;
+        let w = weight.f32s_named(|| format!("{}: weight", self.op))?;
+        let dy = head.f32s_named(|| format!("{}: output gradient", self.op))?;
         // A first layer's data gradient (col2im and a GEMM) is skipped when unused.
         let dx = if ctx.needs_grad(0) {
             let fill = |dx: &mut [f32]| {

@@ -285,6 +285,15 @@ impl NDArray {
             .ok_or_else(|| Error::Msg(format!("internal: {what} is not contiguous")))
     }
 
+    /// [`NDArray::f32s`] with the name built only for an error: for per-call paths whose
+    /// name is formatted (an op's `"{op}: data"`).
+    pub fn f32s_named(&self, what: impl FnOnce() -> String) -> Result<&[f32]> {
+        match &self.data {
+            Data::F32(a) => a.as_slice().map_or_else(|| self.f32s(&what()), Ok),
+            _ => self.f32s(&what()),
+        }
+    }
+
     /// The float32 values for writing, copying the storage first if it is shared
     /// (copy-on-write: other holders of the old value never see the change).
     pub fn f32s_mut(&mut self, what: &str) -> Result<&mut [f32]> {
