@@ -23,7 +23,7 @@ use super::tuning::{
     CONV_GATHER_MIN_FILTERS, CONV_GATHER_MIN_ROWS, CONV_GATHER_POINTWISE_BLOCK_POSITIONS,
     CONV_GATHER_POINTWISE_MIN_FILTERS, CONV_GATHER_POINTWISE_SMALL_IMAGE,
     CONV_GATHER_POINTWISE_SMALL_IMAGE_MIN_ROWS, CONV_PACKED_L2_WEIGHT, CONV_PACKED_MAX_POSITIONS,
-    DIRECT_OWN_PAD_MAX,
+    DIRECT_OWN_PAD_MAX, PACKED_SPLIT_WEIGHT,
 };
 use crate::error::{Error, Result};
 use rayon::prelude::*;
@@ -508,9 +508,10 @@ fn splits_positions(w: &PackedFilters, positions: usize, split: bool) -> bool {
 }
 
 /// Whether a product over `positions` has the work to share among the pool's threads, with
-/// `split`.
+/// `split`: enough multiply-adds, or a weight of [`PACKED_SPLIT_WEIGHT`] values to stream.
 fn worth_splitting(w: &PackedFilters, positions: usize, split: bool) -> bool {
-    split && positions * w.filters * w.k >= serial_below() * 4
+    let weight = w.filters * w.k;
+    split && (positions * weight >= serial_below() * 4 || weight >= PACKED_SPLIT_WEIGHT)
 }
 
 /// A raw pointer the parts share; each writes its own filters' (or positions') outputs.
@@ -858,5 +859,37 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A classifier's weight at one position (MobileNet-0.25's 256 → 1000), off the pool, has
+    /// too little work to split by its multiply-adds, but a weight of `PACKED_SPLIT_WEIGHT`
+    /// values to stream: it splits by panels, with the same bits as one part.
+    #[test]
+    fn large_weights_split_at_one_position_with_the_same_bits() {
+        use crate::kernels::tuning::SERIAL_BELOW;
+        let (f, k) = (1000, 256);
+        assert!(f * k >= PACKED_SPLIT_WEIGHT && f * k < SERIAL_BELOW * 4);
+        let w: Vec<f32> = (0..f * k)
+            .map(|i| ((i * 29) % 31) as f32 / 9.0 - 1.6)
+            .collect();
+        let x: Vec<f32> = (0..k).map(|i| ((i * 7) % 13) as f32 / 5.0 - 1.1).collect();
+        let bias: Vec<f32> = (0..f).map(|i| i as f32 * 0.01).collect();
+        let packed = PackedFilters::new(&w, f, k);
+        assert!(rayon::current_thread_index().is_none());
+        assert!(worth_splitting(&packed, 1, true));
+        let mut whole = vec![f32::NAN; f];
+        packed_product(&packed, &x, 1, 1, 1, Some(&bias), &mut whole, false);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let (parts, split) = pool.install(|| {
+            let mut y = vec![f32::NAN; f];
+            packed_product(&packed, &x, 1, 1, 1, Some(&bias), &mut y, true);
+            (panel_parts(&packed, 1, true), y)
+        });
+        assert_eq!(parts, 2);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&split), bits(&whole));
     }
 }

@@ -54,6 +54,13 @@ pub const CONV_GEMM_PARALLEL_ABOVE: usize = 1 << 22;
 /// filters × 4608) the packed kernel ran 2.4× the GEMM's speed, at 16 1.3×, at 64 0.8×.
 pub const CONV_PACKED_MAX_POSITIONS: usize = 32;
 
+/// Weight values from which a packed product splits across the pool's threads however few
+/// its positions (see `conv_packed::worth_splitting`): a classifier at batch 1 streams its
+/// weight from the shared cache, which the layers before it took the core's L2 from, and two
+/// cores draw it faster than one (MobileNet-0.25's 256 → 1000 in the network 27 → 22 µs;
+/// alone, its 1 MB still in L2, 9 → 11).
+pub const PACKED_SPLIT_WEIGHT: usize = 1 << 17;
+
 /// Weight values up to which an inference convolution over one image also runs packed over up
 /// to twice [`CONV_PACKED_MAX_POSITIONS`]: the weight then stays in the core's L2 cache while
 /// the packed product takes it a block at a time through every tile of positions, and the
