@@ -89,11 +89,11 @@ impl ConvGeom {
         self.filters * self.channels_per_group() * self.kernel_len()
     }
 
-    fn channels_per_group(&self) -> usize {
+    pub(super) fn channels_per_group(&self) -> usize {
         self.channels / self.groups.max(1)
     }
 
-    fn filters_per_group(&self) -> usize {
+    pub(super) fn filters_per_group(&self) -> usize {
         self.filters / self.groups.max(1)
     }
 
@@ -374,7 +374,7 @@ pub(super) fn split_pass(inner: bool, len: usize) -> bool {
 
 /// A convolution's GEMM: split across the pool's threads (see [`CONV_GEMM_PARALLEL_ABOVE`])
 /// when the block's passes may split (`inner`).
-fn conv_gemm(
+pub(super) fn conv_gemm(
     a: MatRef<'_, f32>,
     b: MatRef<'_, f32>,
     c: &mut [f32],
@@ -567,7 +567,7 @@ fn filter_major<'a>(g: &ConvGeom, nb: usize, dy: &'a [f32]) -> FilterMajor<'a> {
 }
 
 /// The weight of group `grp` as a `(filters/groups, col_rows/groups)` matrix.
-fn group_weight<'a>(g: &ConvGeom, w: &'a [f32], grp: usize) -> MatRef<'a, f32> {
+pub(super) fn group_weight<'a>(g: &ConvGeom, w: &'a [f32], grp: usize) -> MatRef<'a, f32> {
     let (fg, ckg) = (
         g.filters_per_group(),
         g.channels_per_group() * g.kernel_len(),
@@ -640,7 +640,7 @@ fn conv_forward_gemm(
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
     let fg = g.filters_per_group();
     if g.is_pointwise() && l >= POINTWISE_DIRECT_MIN_POSITIONS {
-        return pointwise_forward(g, x, w, bias, y, epilogue);
+        return super::conv_pointwise::forward(g, x, w, bias, y, epilogue);
     }
     for_blocks_mut(
         g,
@@ -687,41 +687,6 @@ fn conv_forward_gemm(
 /// [`pointwise_forward`]). Below it one GEMM over the whole block's positions (a copy of the
 /// input in, a reordering out) beats a product per sample of a few columns each.
 const POINTWISE_DIRECT_MIN_POSITIONS: usize = 64;
-
-/// [`conv_forward`] of a 1×1 convolution without padding, stride or dilation: a sample's
-/// input is its own column matrix and its output the GEMM's `(filters, positions)` layout,
-/// so each sample is one product per group straight from `x` into `y` — no unfolding copy
-/// and no reordering pass. Samples run side by side when that pays, else each product
-/// splits across the pool.
-fn pointwise_forward(
-    g: &ConvGeom,
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    y: &mut [f32],
-    epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
-) -> Result<()> {
-    let (c, f, l) = (g.channels, g.filters, g.out_len());
-    let (cg, fg) = (g.channels_per_group(), g.filters_per_group());
-    if f * l == 0 {
-        return Ok(());
-    }
-    let sample = |(n, y_n): (usize, &mut [f32]), inner: bool| -> Result<()> {
-        let x_n = &x[n * c * l..(n + 1) * c * l];
-        for grp in 0..g.groups {
-            conv_gemm(
-                group_weight(g, w, grp),
-                MatRef::row_major(&x_n[grp * cg * l..(grp + 1) * cg * l], cg, l),
-                &mut y_n[grp * fg * l..(grp + 1) * fg * l],
-                false,
-                inner,
-            )?;
-        }
-        bias_then(y_n, l, bias, epilogue, split_pass(inner, y_n.len()));
-        Ok(())
-    };
-    g.per_sample(y, sample)
-}
 
 /// Adds `bias[f]` to row `f` (of `l` values) of one sample's `(filters, l)` output, then runs
 /// `epilogue` over the row while it is in cache; the rows split across the pool when `split`

@@ -407,6 +407,55 @@ fn pointwise_samples_in_parallel_match_the_naive_sum() {
     close(&y, &want);
 }
 
+/// A 1×1 layer whose output outgrows the cache runs by blocks of positions
+/// (`conv_pointwise::blocks`), on the caller and split across a 2-thread pool: the same bits
+/// as one product over every position followed by the bias and the epilogue.
+#[test]
+fn pointwise_blocks_match_one_product() {
+    use crate::kernels::gemm::gemm_split;
+    use crate::kernels::tuning::POINTWISE_BLOCKS_FROM;
+    for (batch, c, f, side) in [(1, 16, 96, 56), (2, 24, 80, 61)] {
+        let g = mk(
+            batch,
+            c,
+            f,
+            1,
+            [1, side, side],
+            [1; 3],
+            [1; 3],
+            [1; 3],
+            [0; 3],
+        );
+        let l = g.out_len();
+        assert!(g.is_pointwise() && f * l >= POINTWISE_BLOCKS_FROM);
+        let x = vals(batch * c * l, 41);
+        let w = vals(f * c, 42);
+        let b = vals(f, 43);
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
+        let mut want = vec![0.0f32; batch * f * l];
+        for (x_n, y_n) in x.chunks(c * l).zip(want.chunks_mut(f * l)) {
+            let (a, bm) = (MatRef::row_major(&w, f, c), MatRef::row_major(x_n, c, l));
+            gemm_split(a, bm, y_n, false, usize::MAX).unwrap();
+            for (row, bias) in y_n.chunks_mut(l).zip(&b) {
+                row.iter_mut().for_each(|v| *v += bias);
+                relu(row);
+            }
+        }
+        let run = || {
+            let mut y = vec![f32::NAN; batch * f * l];
+            conv_forward(&g, &x, &w, Some(&b), &mut y, Some(&relu)).unwrap();
+            y
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&run()), bits(&want), "{g:?}");
+        assert_eq!(bits(&pool.install(run)), bits(&want), "{g:?} on a pool");
+    }
+}
+
 /// The packed-weight kernel (its columns read from the padded input) against the GEMM path:
 /// every one-group geometry above, a 1×1 convolution at batch 1 (its input read as the column
 /// matrix) and at batch 3, layers split across the pool (by filters, by positions), and mid-sized images

@@ -8,6 +8,7 @@ pub mod binary;
 pub mod conv;
 mod conv_direct;
 pub mod conv_packed;
+mod conv_pointwise;
 pub mod conv_tiled;
 mod conv_trim;
 pub mod copy;

@@ -54,6 +54,16 @@ pub const CONV_GEMM_PARALLEL_ABOVE: usize = 1 << 22;
 /// filters × 4608) the packed kernel ran 2.4× the GEMM's speed, at 16 1.3×, at 64 0.8×.
 pub const CONV_PACKED_MAX_POSITIONS: usize = 32;
 
+/// Output values (filters × positions) from which a 1×1 convolution through the GEMM runs
+/// its product, bias and activation over blocks of one sample's positions (see
+/// `conv_pointwise::blocks`): outputs of 1 MB and more leave the core's L2 cache before the
+/// pass over them.
+pub const POINTWISE_BLOCKS_FROM: usize = 1 << 18;
+
+/// Output values per block of [`POINTWISE_BLOCKS_FROM`] (a band of filters' share): a
+/// block stays in the core's L2 cache between its product and the pass over it.
+pub const POINTWISE_BLOCK_VALUES: usize = 1 << 16;
+
 /// Weight values from which a packed product splits across the pool's threads however few
 /// its positions (see `conv_packed::worth_splitting`): a classifier at batch 1 streams its
 /// weight from the shared cache, which the layers before it took the core's L2 from, and two
