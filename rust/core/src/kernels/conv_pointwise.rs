@@ -3,13 +3,13 @@
 //! sample is one product per group straight from `x` into `y` — no unfolding copy and no
 //! reordering pass.
 
-use super::conv::{bias_then, conv_gemm, group_weight, split_pass, ConvGeom};
+use super::conv::{
+    bias_then, conv_gemm, conv_gemm_split_above, group_weight, split_pass, ConvGeom,
+};
 use super::conv_packed::SendPtr;
 use super::gemm::{GemmScalar, MatRef};
 use super::par::serial_below;
-use super::tuning::{
-    CONV_GEMM_PARALLEL_ABOVE, GEMM_MIN_BAND, POINTWISE_BLOCKS_FROM, POINTWISE_BLOCK_VALUES,
-};
+use super::tuning::{GEMM_MIN_BAND, POINTWISE_BLOCKS_FROM, POINTWISE_BLOCK_VALUES};
 use crate::error::Result;
 use rayon::prelude::*;
 
@@ -80,7 +80,7 @@ fn blocks(
 ) {
     let (c, l) = (p.c, p.l);
     let f = y.len() / l;
-    let split = inner && (f * c * l >= CONV_GEMM_PARALLEL_ABOVE || f * l >= serial_below());
+    let split = inner && (f * c * l >= conv_gemm_split_above() || f * l >= serial_below());
     // Parts as the GEMM's bands split: bands of filters, or for few filters runs of
     // positions.
     let threads = rayon::current_num_threads();

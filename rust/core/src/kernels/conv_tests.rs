@@ -456,6 +456,21 @@ fn pointwise_blocks_match_one_product() {
     }
 }
 
+/// A convolution's GEMM splits from a quarter of the work on a thread of the pool (where
+/// the other threads are awake) that it needs elsewhere.
+#[test]
+fn conv_gemms_on_the_pool_split_sooner() {
+    use crate::kernels::tuning::CONV_GEMM_PARALLEL_ABOVE;
+    assert!(rayon::current_thread_index().is_none());
+    assert_eq!(conv_gemm_split_above(), CONV_GEMM_PARALLEL_ABOVE);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let on_pool = pool.install(conv_gemm_split_above);
+    assert_eq!(on_pool, CONV_GEMM_PARALLEL_ABOVE / 4);
+}
+
 /// The packed-weight kernel (its columns read from the padded input) against the GEMM path:
 /// every one-group geometry above, a 1×1 convolution at batch 1 (its input read as the column
 /// matrix) and at batch 3, layers split across the pool (by filters, by positions), and mid-sized images
