@@ -596,6 +596,53 @@ mod tests {
         }
     }
 
+    /// Global pooling of many tiny planes (MobileNet-0.25's 2×2 at batch 16, a number of
+    /// planes off the task group's size) splits on the pool in groups of planes: every
+    /// output is its plane's reduction in order, the same bits on the caller and the pool.
+    #[test]
+    fn global_pooling_of_tiny_planes_in_groups() {
+        let g = PoolGeom {
+            planes: 4096 + 37,
+            ..geom(
+                [1, 2, 2],
+                [1, 2, 2],
+                [1, 1, 1],
+                [0, 0, 0],
+                PoolConvention::Valid,
+            )
+        };
+        let x = vals(g.planes * 4, 9);
+        for kind in [
+            PoolKind::Max,
+            PoolKind::Avg {
+                count_include_pad: true,
+            },
+        ] {
+            let want: Vec<u32> = x
+                .chunks(4)
+                .map(|p| match kind {
+                    PoolKind::Max => p.iter().fold(f32::MIN, |m, &v| if v > m { v } else { m }),
+                    _ => p.iter().fold(0.0f32, |a, &v| a + v) / 4.0,
+                })
+                .map(f32::to_bits)
+                .collect();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(2)
+                .build()
+                .unwrap();
+            for on_pool in [false, true] {
+                let mut y = vec![f32::NAN; g.planes];
+                match on_pool {
+                    true => pool.install(|| pool_forward(&g, kind, &x, &mut y)),
+                    false => pool_forward(&g, kind, &x, &mut y),
+                }
+                .unwrap();
+                let got: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(got, want, "{kind:?} on the pool: {on_pool}");
+            }
+        }
+    }
+
     #[test]
     fn max_ignores_nan_and_ties_agree_on_every_path() {
         use PoolConvention::*;
