@@ -7,7 +7,7 @@ pub use super::conv_tiled::{conv_forward_tiled, tiles_mapped, tiles_weight, Inpu
 use super::conv_trim::Trimmed;
 use super::depthwise::{depthwise_backward_data, depthwise_backward_weight, depthwise_forward};
 use super::gemm::{gemm_split, MatRef};
-use super::par::serial_below;
+use super::par::{on_pool_threshold, serial_below};
 use super::scratch::Scratch;
 use super::tuning::{CONV_BLOCK_VALUES, CONV_GEMM_PARALLEL_ABOVE};
 use crate::error::{Error, Result};
@@ -389,15 +389,10 @@ pub(super) fn conv_gemm(
     gemm_split(a, b, c, accumulate, above)
 }
 
-/// Work from which a convolution's GEMM splits: [`CONV_GEMM_PARALLEL_ABOVE`], or a quarter
-/// of it on a thread of the pool, where the other threads are awake (as
-/// [`super::par::serial_below`]). SqueezeNet's 1×1 expand layers at batch 1 (16 → 64 at
-/// 55², 3.1M multiply-adds) then split: the network ran 2–3% faster, ResNet-18 v2 about 1%.
+/// Work from which a convolution's GEMM splits: [`CONV_GEMM_PARALLEL_ABOVE`], lowered on the
+/// pool as every kernel's threshold is ([`on_pool_threshold`]).
 pub(super) fn conv_gemm_split_above() -> usize {
-    match rayon::current_thread_index() {
-        Some(_) => CONV_GEMM_PARALLEL_ABOVE / 4,
-        None => CONV_GEMM_PARALLEL_ABOVE,
-    }
+    on_pool_threshold(CONV_GEMM_PARALLEL_ABOVE)
 }
 
 /// Unfolds the samples of `x_block` (`channels × input` each) into the column matrix the

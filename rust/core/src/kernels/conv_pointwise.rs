@@ -7,9 +7,9 @@ use super::conv::{
     bias_then, conv_gemm, conv_gemm_split_above, group_weight, split_pass, ConvGeom,
 };
 use super::conv_packed::SendPtr;
-use super::gemm::{GemmScalar, MatRef};
+use super::gemm::{bands, GemmScalar, MatRef};
 use super::par::serial_below;
-use super::tuning::{GEMM_MIN_BAND, POINTWISE_BLOCKS_FROM, POINTWISE_BLOCK_VALUES};
+use super::tuning::{POINTWISE_BLOCKS_FROM, POINTWISE_BLOCK_VALUES};
 use crate::error::Result;
 use rayon::prelude::*;
 
@@ -83,13 +83,7 @@ fn blocks(
     let split = inner && (f * c * l >= conv_gemm_split_above() || f * l >= serial_below());
     // Parts as the GEMM's bands split: bands of filters, or for few filters runs of
     // positions.
-    let threads = rayon::current_num_threads();
-    let by_filters = f >= GEMM_MIN_BAND * threads;
-    let parts = match (split, by_filters) {
-        (false, _) => 1,
-        (true, true) => threads,
-        (true, false) => threads.min(l.div_ceil(16)),
-    };
+    let (by_filters, parts) = if split { bands(f, l) } else { (true, 1) };
     let yp = SendPtr(y.as_mut_ptr());
     let part = |i: usize| {
         let ((f0, f1), (q0, q1)) = match by_filters {

@@ -147,15 +147,12 @@ impl TapTable {
         // (Built on every call: a division per value here took longer than the taps of
         // MobileNet-0.25's 4×4 layers at batch 1.)
         if per > 1 {
-            let again = |i: usize| i % c;
+            let channels = || (0..c).chain((0..LANES).map(move |i| i % c));
             taps.reserve(k * row);
             for t in 0..k {
-                taps.extend((0..c).chain((0..LANES).map(again)).map(|ch| w[ch * k + t]));
+                taps.extend(channels().map(|ch| w[ch * k + t]));
             }
-            rows_bias = bias.map(|b| {
-                let channels = (0..c).chain((0..LANES).map(again));
-                channels.map(|ch| b[ch]).collect()
-            });
+            rows_bias = bias.map(|b| channels().map(|ch| b[ch]).collect());
         }
         TapTable {
             index,

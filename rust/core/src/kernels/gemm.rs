@@ -214,12 +214,11 @@ pub fn gemm_split<T: GemmScalar>(
     // summation order (the crate's blocking along k depends on k alone), so results stay
     // bit-identical for any thread count (tested below).
     // Column bands of c are row bands of cᵀ = bᵀ·aᵀ (c viewed column-major).
-    let (a, b, m, c_rs, c_cs) = if m >= GEMM_MIN_BAND * threads || m >= n {
-        (a, b, m, n, 1)
-    } else {
-        (b.t(), a.t(), n, 1, n)
+    let (by_rows, parts) = bands(m, n);
+    let (a, b, m, c_rs, c_cs) = match by_rows {
+        true => (a, b, m, n, 1),
+        false => (b.t(), a.t(), n, 1, n),
     };
-    let parts = threads.min(m.div_ceil(GEMM_MIN_BAND));
     let cp = SendPtr(c.as_mut_ptr());
     (0..parts).into_par_iter().for_each(|p| {
         let (r0, r1) = (p * m / parts, (p + 1) * m / parts);
@@ -233,6 +232,15 @@ pub fn gemm_split<T: GemmScalar>(
         unsafe { T::serial(a_p, b, cp.get().add(r0 * c_rs), c_rs, c_cs, accumulate) };
     });
     Ok(())
+}
+
+/// How a split `m × n` product shares its output among the pool's threads: bands of rows
+/// (`true`) or, for few rows, of columns, and how many.
+pub(super) fn bands(m: usize, n: usize) -> (bool, usize) {
+    let threads = rayon::current_num_threads();
+    let by_rows = m >= GEMM_MIN_BAND * threads || m >= n;
+    let len = if by_rows { m } else { n };
+    (by_rows, threads.min(len.div_ceil(GEMM_MIN_BAND)))
 }
 
 /// A raw pointer the bands share; each band writes its own disjoint part.

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-pub use super::tuning::{CHUNK, ON_POOL_SERIAL_BELOW, SERIAL_BELOW};
+pub use super::tuning::{CHUNK, ON_POOL_SHARE, SERIAL_BELOW};
 
 /// Flushes denormal floats to zero (x86 FTZ and DAZ) on this thread while it lives, then
 /// restores the previous mode. Training pushes values into the denormal range (momentum of a
@@ -54,15 +54,20 @@ impl Drop for FlushDenormals {
     }
 }
 
-/// Work (a rough count of values or multiply-adds) below which a kernel stays on its thread:
-/// [`SERIAL_BELOW`] from outside the pool, where a split hands the work over and back, and
-/// [`ON_POOL_SERIAL_BELOW`] on it, where the other threads take their parts by stealing.
-pub fn serial_below() -> usize {
-    if rayon::current_thread_index().is_some() {
-        ON_POOL_SERIAL_BELOW
-    } else {
-        SERIAL_BELOW
+/// A split threshold `off_pool` (work from which a kernel splits when called from outside
+/// the pool, where a split hands the work over and back), or its [`ON_POOL_SHARE`]-th on a
+/// thread of the pool, where the other threads take their parts by stealing.
+pub fn on_pool_threshold(off_pool: usize) -> usize {
+    match rayon::current_thread_index() {
+        Some(_) => off_pool / ON_POOL_SHARE,
+        None => off_pool,
     }
+}
+
+/// Work (a rough count of values or multiply-adds) below which a kernel stays on its thread:
+/// [`SERIAL_BELOW`], lowered on the pool ([`on_pool_threshold`]).
+pub fn serial_below() -> usize {
+    on_pool_threshold(SERIAL_BELOW)
 }
 
 /// Runs `f` on a thread of the rayon pool (directly when already on one). Each entry from

@@ -206,14 +206,16 @@ pub const CONV_BLOCK_VALUES: usize = 1 << 18;
 /// few arrays once (memory-bound), so the pool pays only for large parameters.
 pub const UPDATE_SERIAL_BELOW: usize = 1 << 19;
 
-/// [`SERIAL_BELOW`] for a kernel that already runs on the pool (a pass there, see
-/// [`super::par::serial_below`]): a split then costs a steal by a thread that is awake, not
-/// a hand-over into the pool. ResNet's stem pool at batch 1 (64 × 32² → 16², 82K values)
+/// By how much a kernel that already runs on the pool (a pass there) lowers its split
+/// threshold (see [`super::par::on_pool_threshold`]): a split then costs a steal by a thread
+/// that is awake, not a hand-over into the pool. For [`SERIAL_BELOW`]: ResNet's stem pool at batch 1 (64 × 32² → 16², 82K values)
 /// went 29 → 18 µs; MobileNet v2 1.0 at batch 1 ran 2–3% faster, ResNet-18 v2 and
 /// SqueezeNet about 1%, a MobileNet v2 0.25 training step 10%. With a sixteenth of
 /// `SERIAL_BELOW`, MobileNet-0.25 at batch 1 (its passes forced onto the pool) ran slower
-/// than with a quarter.
-pub const ON_POOL_SERIAL_BELOW: usize = SERIAL_BELOW / 4;
+/// than with a quarter. For `CONV_GEMM_PARALLEL_ABOVE`: SqueezeNet's 1×1 expand layers at
+/// batch 1 (16 → 64 at 55², 3.1M multiply-adds) then split, the network 2–3% faster,
+/// ResNet-18 v2 about 1% (a twelfth was no better).
+pub const ON_POOL_SHARE: usize = 4;
 
 /// Duration of a module's pass from which its next pass runs on the pool as a whole (see
 /// [`super::par::PassPlacement`]): one hand-over into the pool (tens of µs on the 2-core
