@@ -29,6 +29,7 @@ use super::conv_tiled::{
 use super::par::{serial_below, SERIAL_BELOW};
 use super::scratch::Scratch;
 use super::tuning::{DIRECT_MAX_WEIGHT, DIRECT_OWN_PAD_MAX, DIRECT_STRIDED_MAX_ROWS};
+use super::Isa;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -115,8 +116,8 @@ fn padded_len(g: &ConvGeom) -> usize {
 /// [`super::conv::conv_forward`] for a geometry that [`runs_direct`], with the weight packed
 /// ahead ([`FilterPanels`] of `(filters, col_rows)`, rows in im2col's order; the operands
 /// checked by the caller, `conv_tiled::conv_forward_tiled`): per sample, a zero-padded copy
-/// of its image, then tiles of positions through every panel — in AVX-512 registers when
-/// `wide` (the CPU has them), else in plain loops — the bias added as they are stored;
+/// of its image, then tiles of positions through every panel — in the registers `isa`
+/// names, else in plain loops — the bias added as they are stored;
 /// `epilogue` runs over each part's outputs. Samples run side by side when that pays, else
 /// each sample's tiles split across the pool.
 pub(super) fn forward(
@@ -126,7 +127,7 @@ pub(super) fn forward(
     bias: Option<&[f32]>,
     y: &mut [f32],
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
-    wide: bool,
+    isa: Isa,
 ) -> Result<()> {
     if !runs_direct(g) {
         return Err(Error::Msg(format!(
@@ -149,7 +150,7 @@ pub(super) fn forward(
             bias,
             epilogue,
         };
-        pr.run(y_n, inner, wide);
+        pr.run(y_n, inner, isa);
         Ok(())
     };
     g.per_sample(y, sample)
@@ -237,8 +238,8 @@ struct Direct<'a> {
 impl Direct<'_> {
     /// The zero-padded image ([`pad_image`]), then all tiles into `y (filters, out_len)`; with
     /// `split`, the tiles are shared among the pool's threads when the work is large enough,
-    /// each part padding its own copy of a small image. `wide`: see [`Direct::part`].
-    fn run(&self, y: &mut [f32], split: bool, wide: bool) {
+    /// each part padding its own copy of a small image. `isa`: see [`Direct::part`].
+    fn run(&self, y: &mut [f32], split: bool, isa: Isa) {
         let (_, wp) = padded(self.g);
         let positions = self.g.output[1] * wp;
         let tiles = positions.div_ceil(TILE);
@@ -248,7 +249,7 @@ impl Direct<'_> {
         let yp = SendPtr(y.as_mut_ptr());
         let part = |ts: Range<usize>, xp: &[f32]| {
             // SAFETY: parts cover disjoint positions of `y`, which holds (filters, out_len).
-            unsafe { self.part(xp, ts, yp.get(), wide) }
+            unsafe { self.part(xp, ts, yp.get(), isa) }
         };
         if big && self.plen <= DIRECT_OWN_PAD_MAX {
             // Each part pads its own copy, in its own core's cache: reading the whole of one
@@ -275,8 +276,8 @@ impl Direct<'_> {
     /// Tiles `ts` through every panel, the epilogue over their outputs run by run.
     ///
     /// # Safety
-    /// `y` holds the `(filters, out_len)` output; `wide` only where the CPU has AVX-512F.
-    unsafe fn part(&self, xp: &[f32], ts: Range<usize>, y: *mut f32, wide: bool) {
+    /// `y` holds the `(filters, out_len)` output; the CPU has `isa`.
+    unsafe fn part(&self, xp: &[f32], ts: Range<usize>, y: *mut f32, isa: Isa) {
         let (_, wp) = padded(self.g);
         let [_, oh, ow] = self.g.output;
         let positions = oh * wp;
@@ -304,13 +305,13 @@ impl Direct<'_> {
                 // inside the padded image and its slack (see `conv_forward_direct`).
                 unsafe {
                     let yt = y.add(f0 * l);
-                    #[cfg(target_arch = "x86_64")]
-                    if wide {
-                        avx512::tile(&tile, yt, l);
-                        continue;
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 => avx512::tile(&tile, yt, l),
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx2 => avx2::tile(&tile, yt, l),
+                        _ => tile_plain(&tile, yt, l),
                     }
-                    let _ = wide;
-                    tile_plain(&tile, yt, l);
                 }
             }
             // The epilogue over runs of tiles while they are in cache (see `epilogue_tiles`).
@@ -457,12 +458,84 @@ mod avx512 {
     }
 }
 
+/// See `conv_tiled::avx2`: the tile as sub-tiles of 4 filters × 3 vectors of 8 positions
+/// in AVX2 registers, the same FMAs in the same order as the AVX-512 kernel.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Tile, MR, TILE};
+    use crate::kernels::conv_tiled::avx2::{
+        lanes_of, panel_row, LANES8, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS,
+    };
+    use std::arch::x86_64::*;
+
+    /// See `super::tile_plain`: filters by fours, positions by halves of the tile (so each
+    /// half's rows of the padded image are read from L1 by the second four), each vector's
+    /// kept lanes stored in its one or two output rows.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA; `tile_plain`'s contract.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile(t: &Tile, y: *mut f32, ldy: usize) {
+        const { assert!(2 * SUB_POSITIONS == TILE && 2 * SUB_ROWS == MR) };
+        let vectors = t.out.n.div_ceil(LANES8);
+        for half in 0..2 {
+            for r0 in (0..t.rows).step_by(SUB_ROWS) {
+                // SAFETY: forwarded; the sub-tile's rows and positions lie in the tile.
+                unsafe {
+                    match vectors.saturating_sub(half * SUB_VECTORS) {
+                        0 => return,
+                        1 => sub_tile::<1>(t, r0, half, y, ldy),
+                        2 => sub_tile::<2>(t, r0, half, y, ldy),
+                        _ => sub_tile::<3>(t, r0, half, y, ldy),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Filters `r0..` (up to `SUB_ROWS`, the tile's rows) × `V` vectors from the tile's
+    /// half `half` over all of `k`, the bias added as they are stored.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn sub_tile<const V: usize>(t: &Tile, r0: usize, half: usize, y: *mut f32, ldy: usize) {
+        let q = half * SUB_POSITIONS;
+        let rows = (t.rows - r0).min(SUB_ROWS);
+        let mut acc = [[_mm256_setzero_ps(); V]; SUB_ROWS];
+        // Vector v of the half is lanes (v8 % 2)·8.. of the tile's 16-lane vector v8 / 2.
+        let stores: [[(isize, u8); 2]; V] = std::array::from_fn(|v| {
+            let v8 = half * SUB_VECTORS + v;
+            let (shift, st) = (v8 % 2 * LANES8, &t.stores[v8 / 2]);
+            st.map(|(base, mask)| (base + shift as isize, (mask >> shift) as u8))
+        });
+        // SAFETY (whole body): the caller's contract; the panel holds k rows of MR values
+        // (r0 + SUB_ROWS ≤ MR), and every row's loads stay in the tile's positions.
+        unsafe {
+            for (r, &off) in t.offsets.iter().enumerate() {
+                panel_row(&mut acc, t.w.add(r * MR + r0), t.xp.add(off + q));
+            }
+            for (i, row) in acc.iter().enumerate().take(rows) {
+                let add = t
+                    .bias
+                    .map_or(_mm256_setzero_ps(), |b| _mm256_set1_ps(*b.add(r0 + i)));
+                let yr = y.add((r0 + i) * ldy);
+                for (&a, st) in row.iter().zip(&stores) {
+                    let v = _mm256_add_ps(a, add);
+                    for &(base, bits) in st {
+                        if bits != 0 {
+                            _mm256_maskstore_ps(yr.wrapping_offset(base), lanes_of(bits), v);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kernels::conv::tests::mk;
     use crate::kernels::conv::{conv_forward, conv_forward_tiled};
-    use crate::kernels::has_avx512;
 
     fn geom(
         c: usize,
@@ -477,8 +550,8 @@ mod tests {
         mk(1, c, f, 1, input, kernel, to3(s, 1), [1; 3], to3(pad, 0))
     }
 
-    /// Both tile kernels (the AVX-512 one through `conv_forward_tiled`) against the im2col
-    /// path: strides (even and odd widths, a window wider than the stride), filter tails,
+    /// Every tile kernel the CPU has against the im2col path (and the widest, through
+    /// `conv_forward_tiled`, bit for bit against itself called here): strides (even and odd widths, a window wider than the stride), filter tails,
     /// positions ending mid-vector and mid-row, no padding and more padding than the window
     /// needs, a batch, bias and an epilogue; what lies outside the output is never written.
     #[test]
@@ -530,23 +603,22 @@ mod tests {
             conv_forward(&g, &x, &w, Some(&b), &mut want, None).unwrap();
             relu(&mut want);
             let panels = FilterPanels::new(&w, f, g.col_rows());
-            for wide in [true, false] {
-                if wide && !has_avx512() {
-                    continue;
-                }
+            // Through the packed-weight entry point, which hands the geometry here.
+            let mut entry = vec![f32::NAN; batch * f * g.out_len()];
+            conv_forward_tiled(&g, &x, None, &panels, Some(&b), &mut entry, Some(&relu)).unwrap();
+            for isa in Isa::available() {
                 let mut got = vec![f32::NAN; batch * f * g.out_len() + 5];
                 let out = &mut got[..batch * f * g.out_len()];
-                if wide {
-                    // Through the packed-weight entry point, which hands the geometry here.
-                    conv_forward_tiled(&g, &x, None, &panels, Some(&b), out, Some(&relu)).unwrap();
-                } else {
-                    forward(&g, (&x, None), &panels, Some(&b), out, Some(&relu), false).unwrap();
-                }
+                forward(&g, (&x, None), &panels, Some(&b), out, Some(&relu), isa).unwrap();
                 for (i, (a, e)) in got.iter().zip(&want).enumerate() {
                     assert!(
                         (a - e).abs() <= 1e-4 * (1.0 + e.abs()),
-                        "wide={wide} {g:?} [{i}]: {a} vs {e}"
+                        "{isa:?} {g:?} [{i}]: {a} vs {e}"
                     );
+                }
+                if isa == Isa::detect() {
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&entry), bits(&got[..entry.len()]), "{g:?}");
                 }
                 assert!(
                     got[want.len()..].iter().all(|v| v.is_nan()),

@@ -16,6 +16,8 @@
 //! (zero-padded) input ([`Gathered`]).
 
 use super::conv::ConvGeom;
+#[cfg(target_arch = "x86_64")]
+use super::conv_packed_avx2 as avx2;
 use super::par::serial_below;
 use super::scratch::Scratch;
 use super::tuning::{
@@ -28,11 +30,11 @@ use super::tuning::{
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 
-/// Filters per panel: one AVX-512 vector of float32.
-const LANES: usize = 16;
+/// Filters per panel: one AVX-512 vector of float32 (two AVX2 vectors).
+pub(super) const LANES: usize = 16;
 
 /// Sums per position of one tile: at most 3 panels.
-const ACC: usize = 3 * LANES;
+pub(super) const ACC: usize = 3 * LANES;
 
 /// A convolution weight `(filters, k)` (row-major, `k` = channels × kernel window) packed into
 /// panels of `W` filters: element `(f, r)` at `(f / W) · k · W + r · W + f % W`, the last
@@ -283,13 +285,13 @@ fn each_part(parts: usize, part: impl Fn(usize) + Sync + Send) {
 }
 
 /// The sizes of `g`'s input with its padding on both sides of each axis.
-fn padded_dims(g: &ConvGeom) -> [usize; 3] {
+pub(super) fn padded_dims(g: &ConvGeom) -> [usize; 3] {
     std::array::from_fn(|i| g.input[i] + 2 * g.pad[i])
 }
 
 /// Writes `x (batch, channels, input)` into `xp` with `g.pad` zeros on both sides of each
 /// spatial axis ([`padded_dims`]).
-fn pad_input(g: &ConvGeom, x: &[f32], xp: &mut [f32]) {
+pub(super) fn pad_input(g: &ConvGeom, x: &[f32], xp: &mut [f32]) {
     let [_, hp, wp] = padded_dims(g);
     let [id, ih, iw] = g.input;
     let [pd, ph, pw] = g.pad;
@@ -320,8 +322,8 @@ pub(super) trait Columns: Sync {
 
 /// A column matrix, or the input of a fully-connected layer: rows `ldb` apart.
 #[derive(Clone, Copy)]
-struct Matrix {
-    ldb: usize,
+pub(super) struct Matrix {
+    pub(super) ldb: usize,
 }
 
 impl Columns for Matrix {
@@ -339,7 +341,7 @@ impl Columns for Matrix {
 /// A convolution's columns read where they lie in its (padded) input, so no column matrix is
 /// written: row `(c, tap)` is channel `c`'s plane shifted by the tap, position `(n, o)` is
 /// sample `n`'s image at output position `o`'s window corner, any stride or dilation.
-struct Gathered {
+pub(super) struct Gathered {
     rows: Vec<usize>,
     at: Vec<usize>,
 }
@@ -349,7 +351,7 @@ impl Gathered {
     /// when `g` does not pad), in im2col's row order (the weight's). Built on every call, so
     /// without divisions or regrowth: at batch 1 a small layer's call spent as long here as
     /// in half its product.
-    fn new(g: &ConvGeom) -> Self {
+    pub(super) fn new(g: &ConvGeom) -> Self {
         let [_, hp, wp] = padded_dims(g);
         let plane = padded_dims(g).iter().product::<usize>();
         let ([kd, kh, kw], [dd, dh, dw]) = (g.kernel, g.dilate);
@@ -398,9 +400,9 @@ impl Columns for Gathered {
 }
 
 /// [`Gathered`] columns from position `q0` on.
-struct Shifted<'a> {
-    cols: &'a Gathered,
-    q0: usize,
+pub(super) struct Shifted<'a> {
+    pub(super) cols: &'a Gathered,
+    pub(super) q0: usize,
 }
 
 impl Columns for Shifted<'_> {
@@ -419,13 +421,13 @@ impl Columns for Shifted<'_> {
 /// offset `p % l`, and filter `f`'s value for it lands at `(p / l) · filters · l + f · l + p % l`
 /// of the `(samples, filters, l)` output (the NC(D)HW layout).
 #[derive(Clone, Copy)]
-struct OutLayout {
-    filters: usize,
-    l: usize,
+pub(super) struct OutLayout {
+    pub(super) filters: usize,
+    pub(super) l: usize,
 }
 
 impl OutLayout {
-    fn base(&self, p: usize) -> usize {
+    pub(super) fn base(&self, p: usize) -> usize {
         p / self.l * self.filters * self.l + p % self.l
     }
 }
@@ -527,8 +529,8 @@ impl SendPtr {
 }
 
 /// The outputs of panels `panels` for every position: AVX-512 tiles when the CPU has them,
-/// else plain loops. `done(f0, f1)` is called once filters `f0..f1` are written for every
-/// position.
+/// else AVX2 + FMA tiles (`conv_packed_avx2`) when it has those, else plain loops.
+/// `done(f0, f1)` is called once filters `f0..f1` are written for every position.
 ///
 /// # Safety
 /// `y` holds the `(samples, filters, l)` output; `cols` reads `k` rows of `positions` values
@@ -551,6 +553,12 @@ unsafe fn product_panels<C: Columns>(
         unsafe { avx512::product(w, panels, b, cols, positions, out, bias, y, done) };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if super::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; the caller's contract covers the operands.
+        unsafe { avx2::product(w, panels, b, cols, positions, out, bias, y, done) };
+        return;
+    }
     // SAFETY: the caller's contract.
     unsafe { product_plain(w, panels, b, cols, positions, out, bias, y, done) };
 }
@@ -560,7 +568,7 @@ unsafe fn product_panels<C: Columns>(
 ///
 /// # Safety
 /// The positions and filters lie inside the output `y` describes (filters < out.filters).
-unsafe fn store(
+pub(super) unsafe fn store(
     acc: &[[f32; ACC]],
     q: usize,
     f0: usize,
@@ -596,7 +604,7 @@ unsafe fn store(
 /// # Safety
 /// See [`product_panels`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn product_plain<C: Columns>(
+pub(super) unsafe fn product_plain<C: Columns>(
     w: &PackedFilters,
     panels: std::ops::Range<usize>,
     b: &[f32],

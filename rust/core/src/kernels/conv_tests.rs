@@ -246,7 +246,7 @@ fn depthwise_phases_match_the_naive_sum() {
     }
 }
 
-/// The AVX-512 depthwise kernels (`depthwise_vector`) against the stacked one, bit for
+/// The AVX-512 or AVX2 depthwise kernels (`depthwise_vector`) against the stacked one, bit for
 /// bit (they sum the same taps in the same order), and against the naive sum: whole planes
 /// in a vector (4×4, 2×2 with several planes per vector whose channels wrap into the next
 /// sample, 1×1, stride 2 from 4×4, uneven pads), rows in vectors (7 to 56 wide, stride 2
@@ -359,12 +359,48 @@ fn narrow_depthwise_kernels_match_the_stacked_one() {
             dw(2, 3, [1, 9, 12], [1, 5, 4], [1, 2, 2], [1, 1, 2], [0, 2, 3]),
             VectorKernel::RowsInVector,
         ),
+        // AVX2's 8 lanes: planes of exactly 8 values (one to a vector, 3×3 and a 2×3
+        // window), 1×2 planes four to a vector wrapping into the next sample, 3×3 planes
+        // (two vectors in, one out); rows of 8 (whole vectors), of 9 (a last vector of
+        // one), stride-2 rows of 4 and 3 in pairs
+        (
+            dw(3, 5, [1, 2, 4], [1, 3, 3], [1; 3], [1; 3], pad1),
+            VectorKernel::PlanesInVector,
+        ),
+        (
+            dw(2, 3, [1, 2, 4], [1, 2, 3], [1, 2, 2], [1; 3], [0, 0, 1]),
+            VectorKernel::PlanesInVector,
+        ),
+        (
+            dw(2, 7, [1, 1, 2], [1, 3, 3], [1; 3], [1; 3], pad1),
+            VectorKernel::PlanesInVector,
+        ),
+        (
+            dw(2, 3, [1, 3, 3], [1, 3, 3], [1; 3], [1; 3], [0, 0, 1]),
+            VectorKernel::PlanesInVector,
+        ),
+        (
+            dw(4, 8, [1, 8, 8], [1, 3, 3], [1; 3], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(2, 3, [1, 5, 9], [1, 3, 3], [1; 3], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(2, 6, [1, 8, 8], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(2, 3, [1, 6, 6], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
     ];
-    let has_avx512 = crate::kernels::has_avx512();
+    let has_vectors = crate::kernels::has_avx512() || crate::kernels::has_avx2_fma();
     let relu = |v: &mut [f32]| v.iter_mut().for_each(|a| *a = a.max(0.0));
     for (g, kernel) in cases {
         assert!(g.is_depthwise_2d());
-        assert_eq!(vector_kernel(&g), has_avx512.then_some(kernel), "{g:?}");
+        assert_eq!(vector_kernel(&g), has_vectors.then_some(kernel), "{g:?}");
         let x = vals(g.batch * g.channels * g.in_len(), 41);
         let w = vals(g.weight_len(), 42);
         let b = vals(g.filters, 43);

@@ -18,13 +18,13 @@ use super::conv::{copy_short, valid_range, ConvGeom};
 use super::conv_direct::{self, runs_direct};
 use super::conv_packed::{check_packed, packs_weight};
 use super::conv_packed::{Panels, SendPtr};
-use super::has_avx512;
 use super::par::serial_below;
 use super::tuning::{
     EPILOGUE_RUN_BYTES, MAPPED_POINTWISE_MAX_WEIGHT, POINTWISE_TILED_NARROW_FILTERS,
     TILED_MIN_WIDTH,
 };
 use super::unary::{affine_then, affine_then_in_place, AffineAct};
+use super::{has_avx512, Isa};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -117,7 +117,7 @@ pub fn conv_forward_tiled(
         m.check(g.channels)?;
     }
     if runs_direct(g) {
-        return conv_direct::forward(g, (x, map), w, bias, y, epilogue, has_avx512());
+        return conv_direct::forward(g, (x, map), w, bias, y, epilogue, Isa::detect());
     }
     let (c, f, l, il) = (g.channels, g.filters, g.out_len(), g.in_len());
     if f * l == 0 {
@@ -412,7 +412,7 @@ fn tiled_product(
     let run = |(ps, ts): (Range<usize>, Range<usize>)| {
         // SAFETY: the parts cover disjoint (filters, positions) blocks of `y`, all inside it
         // (checked above).
-        unsafe { product_part(pr, ps, ts, yp.get(), has_avx512(), epilogue) };
+        unsafe { product_part(pr, ps, ts, yp.get(), Isa::detect(), epilogue) };
     };
     if parts.len() > 1 {
         parts.into_par_iter().for_each(run);
@@ -442,18 +442,18 @@ struct Tile {
 
 /// Panels `ps` × position tiles `ts` of the product: for each block of `k` and each tile,
 /// the tile's block of `B` is packed once (rows made contiguous, into L1), then every panel
-/// passes over it — in AVX-512 registers when `wide` (the CPU has them), else in plain loops.
+/// passes over it — in the registers `isa` names, else in plain loops.
 /// `epilogue` runs as the last block stores the outputs, over runs of tiles (see
 /// [`epilogue_tiles`]) while they are in cache.
 ///
 /// # Safety
-/// `y` holds the `(filters, l)` output; `wide` only where [`has_avx512`].
+/// `y` holds the `(filters, l)` output; the CPU has `isa`.
 unsafe fn product_part(
     pr: &Product,
     ps: Range<usize>,
     ts: Range<usize>,
     y: *mut f32,
-    wide: bool,
+    isa: Isa,
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
 ) {
     let (f, k, l) = (pr.w.filters, pr.w.k, pr.l);
@@ -482,13 +482,13 @@ unsafe fn product_part(
                 // (the caller's contract); its panel rows and block were built to size.
                 unsafe {
                     let yt = y.add(f0 * l + q);
-                    #[cfg(target_arch = "x86_64")]
-                    if wide {
-                        avx512::tile(&tile, yt, l);
-                        continue;
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx512 => avx512::tile(&tile, yt, l),
+                        #[cfg(target_arch = "x86_64")]
+                        Isa::Avx2 => avx2::tile(&tile, yt, l),
+                        _ => tile_plain(&tile, yt, l),
                     }
-                    let _ = wide;
-                    tile_plain(&tile, yt, l);
                 }
             }
             let first = run_ending_at(&ts, t, run).filter(|_| last);
@@ -658,6 +658,132 @@ pub(super) mod avx512 {
     }
 }
 
+/// The tile kernels in AVX2 registers, for CPUs without AVX-512. A tile (`MR` filters ×
+/// `TILE` positions) would need 48 sums in 8-lane registers, three times the 16 there are, so
+/// it runs as sub-tiles of [`avx2::SUB_ROWS`] filters × [`avx2::SUB_VECTORS`] vectors: 12
+/// sums, 3 loads and a broadcast. Each output still sums over `k` in order, through the same
+/// FMAs as the AVX-512 kernel: the same bits.
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx2 {
+    use super::{Tile, MR, TILE};
+    use std::arch::x86_64::*;
+
+    /// Float32 lanes per AVX2 vector.
+    pub(in crate::kernels) const LANES8: usize = 8;
+    /// Filters per sub-tile.
+    pub(in crate::kernels) const SUB_ROWS: usize = 4;
+    /// Vectors of positions per sub-tile.
+    pub(in crate::kernels) const SUB_VECTORS: usize = 3;
+    /// Positions per sub-tile.
+    pub(in crate::kernels) const SUB_POSITIONS: usize = SUB_VECTORS * LANES8;
+
+    /// One row of `k` into a sub-tile's sums: `acc[i][v] += w[i] · b[v·8..]` for
+    /// `SUB_ROWS` filters `w` and `V` vectors of positions from `b`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA; `w` holds `SUB_ROWS` values and `b` `V · 8`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(in crate::kernels) unsafe fn panel_row<const V: usize>(
+        acc: &mut [[__m256; V]; SUB_ROWS],
+        w: *const f32,
+        b: *const f32,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let mut bv = [_mm256_setzero_ps(); V];
+            for (v, x) in bv.iter_mut().enumerate() {
+                *x = _mm256_loadu_ps(b.add(v * LANES8));
+            }
+            for (i, row) in acc.iter_mut().enumerate() {
+                let wv = _mm256_broadcast_ss(&*w.add(i));
+                for (a, &x) in row.iter_mut().zip(&bv) {
+                    *a = _mm256_fmadd_ps(wv, x, *a);
+                }
+            }
+        }
+    }
+
+    /// The lane mask of a vector's first `n` lanes (all of them from 8 on).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(in crate::kernels) fn first_lanes(n: usize) -> __m256i {
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(LANES8) as i32), lanes)
+    }
+
+    /// The lane mask of the set bits of `bits` (lane `j` on when bit `j` is).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(in crate::kernels) fn lanes_of(bits: u8) -> __m256i {
+        let each = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        let on = _mm256_and_si256(_mm256_set1_epi32(i32::from(bits)), each);
+        _mm256_cmpeq_epi32(on, each)
+    }
+
+    /// See `product_part`: one tile as sub-tiles, positions half by half (each half's block
+    /// rows stay in L1 while both filter halves pass over them).
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA; `tile_plain`'s contract.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile(t: &Tile, y: *mut f32, ldy: usize) {
+        const { assert!(2 * SUB_POSITIONS == TILE && 2 * SUB_ROWS == MR) };
+        let vectors = t.n.div_ceil(LANES8);
+        for half in 0..2 {
+            let q = half * SUB_POSITIONS;
+            for r0 in (0..t.rows).step_by(SUB_ROWS) {
+                // SAFETY: forwarded; the sub-tile's rows and positions lie in the tile.
+                unsafe {
+                    match vectors.saturating_sub(half * SUB_VECTORS) {
+                        0 => return,
+                        1 => sub_tile::<1>(t, r0, q, y, ldy),
+                        2 => sub_tile::<2>(t, r0, q, y, ldy),
+                        _ => sub_tile::<3>(t, r0, q, y, ldy),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Filters `r0..` (up to `SUB_ROWS`, the tile's rows) × `V` vectors of positions from
+    /// `q` over the block's rows: starts from the output's partial sums unless first, adds
+    /// the bias when given, stores the tile's positions only.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn sub_tile<const V: usize>(t: &Tile, r0: usize, q: usize, y: *mut f32, ldy: usize) {
+        let rows = (t.rows - r0).min(SUB_ROWS);
+        let left = t.n - q;
+        let mask = |v: usize| first_lanes(left - v * LANES8);
+        let mut acc = [[_mm256_setzero_ps(); V]; SUB_ROWS];
+        // SAFETY (whole body): rows r0..r0 + rows of the output hold the sub-tile's positions
+        // under the masks; the panel holds kc rows of MR values (r0 + SUB_ROWS ≤ MR), the
+        // block kc rows of TILE (q + V · 8 ≤ TILE).
+        unsafe {
+            let y = y.add(r0 * ldy + q);
+            if !t.first {
+                for (i, row) in acc.iter_mut().enumerate().take(rows) {
+                    for (v, a) in row.iter_mut().enumerate() {
+                        *a = _mm256_maskload_ps(y.add(i * ldy + v * LANES8), mask(v));
+                    }
+                }
+            }
+            for r in 0..t.kc {
+                panel_row(&mut acc, t.w.add(r * MR + r0), t.block.add(r * TILE + q));
+            }
+            for (i, row) in acc.iter().enumerate().take(rows) {
+                let add = t
+                    .bias
+                    .map_or(_mm256_setzero_ps(), |b| _mm256_set1_ps(*b.add(r0 + i)));
+                for (v, &a) in row.iter().enumerate() {
+                    let at = y.add(i * ldy + v * LANES8);
+                    _mm256_maskstore_ps(at, mask(v), _mm256_add_ps(a, add));
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -678,9 +804,9 @@ mod tests {
         }
     }
 
-    /// Both kernels against direct sums: position tails of every vector count, filter
-    /// tails, several k blocks, a row stride wider than the positions, bias, an epilogue, and
-    /// a thread split (by positions and by panels).
+    /// Every kernel the CPU has against direct sums: position tails of every vector count,
+    /// filter tails, several k blocks, a row stride wider than the positions, bias, an
+    /// epilogue, and a thread split (by positions and by panels), which keeps the bits.
     #[test]
     fn products_match_direct_sums() {
         for (f, k, l, extra) in [
@@ -690,6 +816,10 @@ mod tests {
             (13, 33, 47, 0),
             (16, 300, 49, 5),
             (50, 600, 100, 0),
+            // every count of 8-lane vectors in a tile's halves, filter halves cut short
+            (9, 70, 20, 1),
+            (6, 130, 30, 0),
+            (12, 40, 44, 0),
             // large enough to split: by positions, then by panels
             (64, 700, 200, 3),
             (200, 900, 40, 0),
@@ -726,24 +856,26 @@ mod tests {
                 bias: Some(&bias),
             };
             tiled_product(&pr, Some(&relu), &mut fast, true);
-            let mut plain = vec![f32::NAN; f * l];
             let (panels, tiles) = (packed.panels(), l.div_ceil(TILE));
-            // SAFETY: `plain` holds the (f, l) output; the plain path needs no CPU feature.
-            unsafe {
-                product_part(
-                    &pr,
-                    0..panels,
-                    0..tiles,
-                    plain.as_mut_ptr(),
-                    false,
-                    Some(&relu),
-                )
-            };
-            for (i, &want) in want.iter().enumerate() {
-                for (name, got) in [("fast", fast[i]), ("plain", plain[i])] {
+            for isa in Isa::available() {
+                let mut one = vec![f32::NAN; f * l];
+                // SAFETY: `one` holds the (f, l) output; the CPU has `isa`.
+                unsafe {
+                    product_part(&pr, 0..panels, 0..tiles, one.as_mut_ptr(), isa, Some(&relu))
+                };
+                for (i, &want) in want.iter().enumerate() {
+                    let got = one[i];
                     assert!(
                         (f64::from(got) - want).abs() <= 1e-4 * (1.0 + want.abs()),
-                        "{name} f{f} k{k} l{l} [{i}]: {got} vs {want}"
+                        "{isa:?} f{f} k{k} l{l} [{i}]: {got} vs {want}"
+                    );
+                }
+                // The thread split leaves each output's sum as it was.
+                if isa == Isa::detect() {
+                    assert_eq!(
+                        fast.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "split f{f} k{k} l{l}"
                     );
                 }
             }

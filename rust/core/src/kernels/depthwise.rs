@@ -101,7 +101,7 @@ impl PhaseLayout {
 }
 
 /// Depthwise forward: `y[n, c] = Σ_taps w[c, tap] · shifted x[n, c]` (+ `bias[c]`), then
-/// `epilogue` over the output while it is in cache: through the AVX-512 kernels of
+/// `epilogue` over the output while it is in cache: through the AVX-512 or AVX2 kernels of
 /// `depthwise_vector` where the CPU has them (column stride 1 or 2), else stacked
 /// ([`stacked_forward`]). The taps are summed in the
 /// same order as the transposes below see them; the padding contributes `w · 0` (as MXNet's
@@ -175,8 +175,9 @@ struct ForwardPass<'a> {
 }
 
 /// One stack of [`depthwise_forward`]: channel `ch` of `samples`; its loops compiled for
-/// AVX-512 when the CPU has it (the crate targets baseline x86-64, whose 4-wide loops ran
-/// the taps at a third of the speed).
+/// AVX-512, else AVX2, when the CPU has it (the crate targets baseline x86-64, whose 4-wide
+/// loops ran the taps at a third of the speed). The loops multiply and add apart (Rust never
+/// fuses them into FMAs), so every build gives the same bits.
 fn stack_forward(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") {
@@ -185,6 +186,15 @@ fn stack_forward(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
             stack_body(pass, ch, samples)
         }
         // SAFETY: the CPU supports avx512f, the only feature `wide` is compiled for.
+        return unsafe { wide(pass, ch, samples) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::has_avx2_fma() {
+        #[target_feature(enable = "avx2,fma")]
+        fn wide(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
+            stack_body(pass, ch, samples)
+        }
+        // SAFETY: the CPU supports avx2 and fma, the features `wide` is compiled for.
         return unsafe { wide(pass, ch, samples) };
     }
     stack_body(pass, ch, samples)

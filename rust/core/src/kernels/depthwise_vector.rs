@@ -1,5 +1,7 @@
-//! Depthwise forward with AVX-512 vectors, straight from the NCHW input without copying it:
-//! - **Planes in a vector** (input and output planes of at most 16 values: 4×4, 2×2, 1×1):
+//! Depthwise forward with AVX-512 vectors (or AVX2 ones, in `depthwise_vector_avx2`), straight
+//! from the NCHW input without copying it:
+//! - **Planes in a vector** (input and output planes of at most 16 values: 4×4, 2×2, 1×1;
+//!   with AVX2, planes of 9 to 16 values take two vectors of 8 as one of 16):
 //!   as many whole planes as fit are one load; each tap is one permutation of that vector
 //!   (zeros where the window hangs over the padding) times the planes' weights.
 //! - **Rows in vectors** (column stride 1 or 2, any width): each output row is one or more
@@ -7,7 +9,7 @@
 //!   of two loads); four rows run side by side so the sums do not wait on each other. A
 //!   plane's weights are broadcast once, the input rows of each tile chosen once (a row of
 //!   zeros over the padding), and 3×3 windows get fully unrolled taps. Stride-2 rows of at
-//!   most 8 values go two to a vector.
+//!   most half a vector go two to a vector.
 //!
 //! The stacked-plane layout of `depthwise::stack_forward` (for other CPUs and strides)
 //! spends more on its padded copies, per-row moves and passes over an accumulator than on
@@ -17,14 +19,29 @@
 
 use super::conv::ConvGeom;
 use super::depthwise::depthwise_planes_per_task;
-use super::has_avx512;
 use super::par;
+use super::{has_avx2_fma, has_avx512};
 
-/// Values in one vector.
-const LANES: usize = 16;
+/// Values in one AVX-512 vector, and the most of any vector the tables here describe.
+pub(super) const LANES: usize = 16;
+
+/// Values in one AVX2 vector.
+pub(super) const LANES_AVX2: usize = 8;
 
 /// Output rows the row kernel computes side by side.
-const ROWS: usize = 4;
+pub(super) const ROWS: usize = 4;
+
+/// The values per vector of the kernels this CPU runs: AVX-512F's 16, else AVX2's 8 (with
+/// FMA, as x86-64-v3 has it), else none (the kernels here do not run).
+fn lanes() -> Option<usize> {
+    if has_avx512() {
+        Some(LANES)
+    } else if has_avx2_fma() {
+        Some(LANES_AVX2)
+    } else {
+        None
+    }
+}
 
 /// Which kernel of this module takes a depthwise geometry, if any.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -33,11 +50,12 @@ pub(super) enum VectorKernel {
     RowsInVector,
 }
 
-/// The kernel for `g` (None: `depthwise::stack_forward` takes it), on a CPU with AVX-512.
+/// The kernel for `g` (None: `depthwise::stack_forward` takes it), on a CPU with AVX-512 or
+/// AVX2.
 pub(super) fn vector_kernel(g: &ConvGeom) -> Option<VectorKernel> {
-    if !has_avx512() {
-        None
-    } else if g.in_len() <= LANES && g.out_len() <= LANES {
+    // (None on a CPU with neither.)
+    lanes()?;
+    if g.in_len() <= LANES && g.out_len() <= LANES {
         Some(VectorKernel::PlanesInVector)
     } else if g.stride[2] <= 2 {
         Some(VectorKernel::RowsInVector)
@@ -59,9 +77,15 @@ pub(super) fn vector_forward(
     epilogue: Option<&(dyn Fn(&mut [f32]) + Sync)>,
 ) {
     let l = g.out_len();
+    // (`vector_kernel` found some.)
+    let lanes = lanes().unwrap_or(LANES);
+    // AVX2 takes planes of more than 8 values as two vectors of 8: one of 16 lanes, as
+    // AVX-512's (the rows kernel spent more on each 4×4 plane's rows than on its taps).
+    let largest = g.in_len().max(l);
+    let plane_lanes = if largest > lanes { LANES } else { lanes };
     // Chunks of whole vectors of planes.
     let per_vector = match kernel {
-        VectorKernel::PlanesInVector => LANES / g.in_len().max(l),
+        VectorKernel::PlanesInVector => plane_lanes / largest,
         VectorKernel::RowsInVector => 1,
     };
     // Tasks of about `depthwise_planes_per_task` planes, as many as a multiple of the pool's
@@ -76,19 +100,23 @@ pub(super) fn vector_forward(
     // What the kernel's vectors share, made once per call.
     #[cfg(target_arch = "x86_64")]
     let tables = match kernel {
-        VectorKernel::PlanesInVector => Tables::Planes(TapTable::new(g, w, bias)),
-        VectorKernel::RowsInVector => Tables::Rows(avx512::row_columns(g)),
+        VectorKernel::PlanesInVector => Tables::Planes(TapTable::new(g, w, bias, plane_lanes)),
+        VectorKernel::RowsInVector => Tables::Rows(row_columns(g, lanes)),
     };
     // Parallel when the multiply-adds are (as `depthwise::depthwise_parallel` counts them).
     let work = g.batch * g.channels * l * g.kernel_len();
     par::for_each_row_mut_by_work(y, per_task * l, work, |i, out| {
+        let p0 = i * per_task;
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `vector_kernel` checked the CPU for AVX-512F; the caller checked the
-        // lengths, `out` holds whole planes from plane i · per_task.
+        // SAFETY: `vector_kernel` checked the CPU for AVX-512F (16 lanes) or AVX2 and FMA (8);
+        // the tables are for those lanes (AVX2's planes table for 16 where a plane needs
+        // them); the caller checked the lengths, `out` holds whole planes from plane p0.
         unsafe {
-            match &tables {
-                Tables::Planes(t) => avx512::planes_in_vector(g, x, w, bias, t, i * per_task, out),
-                Tables::Rows(c) => avx512::rows_in_vector(g, x, w, bias, c, i * per_task, out),
+            match (&tables, lanes == LANES) {
+                (Tables::Planes(t), true) => avx512::planes_in_vector(g, x, w, bias, t, p0, out),
+                (Tables::Rows(c), true) => avx512::rows_in_vector(g, x, w, bias, c, p0, out),
+                (Tables::Planes(t), false) => avx2::planes_in_vector(g, x, w, bias, t, p0, out),
+                (Tables::Rows(c), false) => avx2::rows_in_vector(g, x, w, bias, c, p0, out),
             }
         };
         if let Some(e) = epilogue {
@@ -101,36 +129,38 @@ pub(super) fn vector_forward(
 #[cfg(target_arch = "x86_64")]
 enum Tables {
     Planes(TapTable),
-    Rows(Vec<avx512::Column>),
+    Rows(Vec<Column>),
 }
 
-/// What every vector of planes of one [`vector_forward`] shares, made once per call.
+/// What every vector of planes of one [`vector_forward`] shares, made once per call, for
+/// vectors of `lanes` values (16, or 8 for AVX2's planes of at most 8 values).
 /// - Per tap, which input lane each output lane reads: an index into the input vector, or
-///   [`LANES`] (the first lane of a zero vector) where the window hangs over the padding.
+///   `lanes` (the first lane of a zero vector) where the window hangs over the padding. Only
+///   the first `lanes` of each row count.
 /// - With several planes to a vector (2×2, 1×1), the weights (and bias) by tap: row `t`
 ///   holds tap `t` of every channel, then the first [`LANES`] channels again, so that the
 ///   planes of one vector — consecutive channels, maybe running past the last into the next
 ///   sample's first — read theirs as one run. One plane to a vector (4×4) broadcasts its
 ///   channel's weights from the weight array instead.
-struct TapTable {
-    index: Vec<[i32; LANES]>,
+pub(super) struct TapTable {
+    pub(super) index: Vec<[i32; LANES]>,
     /// Planes per vector.
-    per: usize,
+    pub(super) per: usize,
     /// The weight and bias rows, when `per` > 1.
-    taps: Vec<f32>,
-    bias: Option<Vec<f32>>,
-    row: usize,
+    pub(super) taps: Vec<f32>,
+    pub(super) bias: Option<Vec<f32>>,
+    pub(super) row: usize,
 }
 
 impl TapTable {
-    fn new(g: &ConvGeom, w: &[f32], bias: Option<&[f32]>) -> TapTable {
+    fn new(g: &ConvGeom, w: &[f32], bias: Option<&[f32]>, lanes: usize) -> TapTable {
         let (c, k) = (g.channels, g.kernel_len());
         let [_, ih, iw] = g.input;
         let ow = g.output[2];
         let kw = g.kernel[2];
         let (l, il) = (g.out_len(), g.in_len());
-        let per = LANES / il.max(l);
-        let mut index = vec![[LANES as i32; LANES]; k];
+        let per = lanes / il.max(l);
+        let mut index = vec![[lanes as i32; LANES]; k];
         for (t, idx) in index.iter_mut().enumerate() {
             let (a, e) = (t / kw, t % kw);
             for (j, yo, xo) in (0..per).flat_map(|j| (0..l).map(move |o| (j, o / ow, o % ow))) {
@@ -164,15 +194,63 @@ impl TapTable {
     }
 }
 
+/// The mask of the first `n` lanes (`n` ≤ [`LANES`]).
+pub(super) fn first_lanes(n: usize) -> u16 {
+    ((1u32 << n) - 1) as u16
+}
+
+/// Where tap column `e` of a row vector reads, relative to the start of an input row, and
+/// which loaded values exist (outside them: padding, loaded as 0).
+pub(super) struct Column {
+    pub(super) offset: isize,
+    /// Lane masks (bit j: lane j); stride 1: the lanes; stride 2: the two vectors loaded.
+    pub(super) masks: [u16; 2],
+}
+
+/// The mask of the values `j` (of `lanes` from `first`) with `0 ≤ offset + j < len`.
+fn inside(offset: isize, first: usize, len: usize, lanes: usize) -> u16 {
+    (0..lanes)
+        .filter(|&j| {
+            let at = offset + (first + j) as isize;
+            at >= 0 && (at as usize) < len
+        })
+        .fold(0, |m, j| m | (1 << j))
+}
+
+/// The tap columns of every vector of `lanes` values of an output row (vector-major, `kw`
+/// per vector) of the row kernels: where each reads relative to its input row's start, and
+/// which of the values loaded exist.
+fn row_columns(g: &ConvGeom, lanes: usize) -> Vec<Column> {
+    let [_, _, iw] = g.input;
+    let [_, _, ow] = g.output;
+    let (kw, sw, dw, pw) = (g.kernel[2], g.stride[2], g.dilate[2], g.pad[2]);
+    (0..ow.div_ceil(lanes))
+        .flat_map(|v| (0..kw).map(move |e| (v * lanes, e)))
+        .map(|(x0, e)| {
+            let offset = (x0 * sw + e * dw) as isize - pw as isize;
+            let masks = if sw == 1 {
+                [
+                    inside(offset, 0, iw, lanes) & first_lanes((ow - x0).min(lanes)),
+                    0,
+                ]
+            } else {
+                [
+                    inside(offset, 0, iw, lanes),
+                    inside(offset, lanes, iw, lanes),
+                ]
+            };
+            Column { offset, masks }
+        })
+        .collect()
+}
+
+#[cfg(target_arch = "x86_64")]
+use super::depthwise_vector_avx2 as avx2;
+
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{ConvGeom, TapTable, LANES, ROWS};
+    use super::{first_lanes, Column, ConvGeom, TapTable, LANES, ROWS};
     use std::arch::x86_64::*;
-
-    /// The mask of the first `n` lanes.
-    fn first_lanes(n: usize) -> __mmask16 {
-        ((1u32 << n) - 1) as u16
-    }
 
     /// Output planes `p0..` (as many as `out` holds) with `v = 16 / max(input, output plane)`
     /// planes per vector: lane `j·out_len + o` of tap `t`'s permutation holds the input
@@ -181,7 +259,7 @@ mod avx512 {
     ///
     /// # Safety
     /// The CPU supports AVX-512F; `x`, `w` and `bias` have the lengths `g` gives them,
-    /// `taps` is `g`'s table, and `out` holds whole output planes `p0..` of `g`.
+    /// `taps` is `g`'s table for 16 lanes, and `out` holds whole output planes `p0..` of `g`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn planes_in_vector(
         g: &ConvGeom,
@@ -304,54 +382,15 @@ mod avx512 {
         }
     }
 
-    /// Where tap column `e` reads, relative to the start of an input row, and which loaded
-    /// values exist (outside them: padding, loaded as 0).
-    pub(super) struct Column {
-        offset: isize,
-        /// Stride 1: the lanes; stride 2: the two halves of the 32 values loaded.
-        masks: [__mmask16; 2],
-    }
-
-    /// The mask of the values `j` (of `LANES` from `first`) with `0 ≤ offset + j < len`.
-    fn inside(offset: isize, first: usize, len: usize) -> __mmask16 {
-        (0..LANES)
-            .filter(|&j| {
-                let at = offset + (first + j) as isize;
-                at >= 0 && (at as usize) < len
-            })
-            .fold(0, |m, j| m | (1 << j))
-    }
-
-    /// The tap columns of every vector of an output row (vector-major, `kw` per vector) of
-    /// [`rows_in_vector`]: where each reads relative to its input row's start, and which of
-    /// the values loaded exist.
-    pub(super) fn row_columns(g: &ConvGeom) -> Vec<Column> {
-        let [_, _, iw] = g.input;
-        let [_, _, ow] = g.output;
-        let (kw, sw, dw, pw) = (g.kernel[2], g.stride[2], g.dilate[2], g.pad[2]);
-        (0..ow.div_ceil(LANES))
-            .flat_map(|v| (0..kw).map(move |e| (v * LANES, e)))
-            .map(|(x0, e)| {
-                let offset = (x0 * sw + e * dw) as isize - pw as isize;
-                let masks = if sw == 1 {
-                    [inside(offset, 0, iw) & first_lanes((ow - x0).min(LANES)), 0]
-                } else {
-                    [inside(offset, 0, iw), inside(offset, LANES, iw)]
-                };
-                Column { offset, masks }
-            })
-            .collect()
-    }
-
     /// Output planes `p0..` (as many as `out` holds), each output row one vector or more
-    /// (`columns` from [`row_columns`]): the sum over the taps in order, then the bias. Per
+    /// (`columns` from `row_columns`): the sum over the taps in order, then the bias. Per
     /// plane its weights are broadcast once; per tile of [`ROWS`] output rows the input rows
     /// each tap row reads are chosen once (a row of zeros above and below the image), so the
     /// taps run without branches.
     ///
     /// # Safety
     /// The CPU supports AVX-512F; `x`, `w` and `bias` have the lengths `g` gives them,
-    /// `columns` are `g`'s, and `out` holds whole output planes `p0..` of `g`.
+    /// `columns` are `g`'s for 16 lanes, and `out` holds whole output planes `p0..` of `g`.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn rows_in_vector(
         g: &ConvGeom,

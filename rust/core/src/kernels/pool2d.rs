@@ -81,41 +81,65 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    let vector = matches!(g.stride[2], 1 | 2) && std::arch::is_x86_feature_detected!("avx512f");
-    #[cfg(not(target_arch = "x86_64"))]
-    let vector = false;
-    #[cfg(target_arch = "x86_64")]
-    let centred = vector
-        .then(|| super::pool2d_vector::Centred::new(g, &rows))
-        .flatten();
+    let vector = Vector::new(g, &rows);
     // Planes in groups, so each task makes its row buffer once (a plane of 8×8 outputs
     // takes about as long as an allocation).
     let group = (4096 / (il + ol)).clamp(1, 64);
     par::for_each_row_mut_by_work(y, ol * group, work, |i, y_g| {
         let planes = y_g.chunks_exact_mut(ol).enumerate();
         #[cfg(target_arch = "x86_64")]
-        if let Some(centred) = &centred {
-            use super::pool2d_vector::centred_plane;
-            let mut vert = centred.buffer();
-            for (j, y_p) in planes {
-                let p = i * group + j;
-                // SAFETY: the CPU has AVX-512F (checked with `vector`), x's part is one
-                // plane's input and y_p its output, `vert` was made by `centred`.
-                unsafe { centred_plane::<MAX>(centred, &x[p * il..(p + 1) * il], y_p, &mut vert) };
+        match &vector {
+            Vector::Centred512(centred) => {
+                use super::pool2d_vector::centred_plane;
+                let mut vert = centred.buffer();
+                for (j, y_p) in planes {
+                    let p = i * group + j;
+                    // SAFETY: the CPU has AVX-512F (checked by `Vector::new`), x's part is
+                    // one plane's input and y_p its output, `vert` was made by `centred`.
+                    unsafe {
+                        centred_plane::<MAX>(centred, &x[p * il..(p + 1) * il], y_p, &mut vert)
+                    };
+                }
+                return;
             }
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        if vector {
-            use super::pool2d_vector::{plane_rows, PaddedRows};
-            let mut bufs = PaddedRows::new::<MAX>(&rows);
-            for (j, y_p) in planes {
-                let p = i * group + j;
-                // SAFETY: the CPU has AVX-512F (checked above), the stride is 1 or 2, x's
-                // part is one plane's input and y_p its output, `bufs` was made for `rows`.
-                unsafe { plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut bufs) };
+            Vector::Rows512 => {
+                use super::pool2d_vector::{plane_rows, PaddedRows};
+                let mut bufs = PaddedRows::new::<MAX>(&rows);
+                for (j, y_p) in planes {
+                    let p = i * group + j;
+                    // SAFETY: the CPU has AVX-512F (checked by `Vector::new`), the stride is
+                    // 1 or 2, x's part is one plane's input and y_p its output, `bufs` was
+                    // made for `rows`.
+                    unsafe { plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut bufs) };
+                }
+                return;
             }
-            return;
+            Vector::Centred256(centred) => {
+                use super::pool2d_vector_avx2::centred_plane;
+                let mut vert = centred.buffer();
+                for (j, y_p) in planes {
+                    let p = i * group + j;
+                    // SAFETY: the CPU has AVX2 and FMA (checked by `Vector::new`), x's part
+                    // is one plane's input and y_p its output, `vert` was made by `centred`.
+                    unsafe {
+                        centred_plane::<MAX>(centred, &x[p * il..(p + 1) * il], y_p, &mut vert)
+                    };
+                }
+                return;
+            }
+            Vector::Rows256 => {
+                use super::pool2d_vector_avx2::{plane_rows, PaddedRows};
+                let mut bufs = PaddedRows::new::<MAX>(&rows);
+                for (j, y_p) in planes {
+                    let p = i * group + j;
+                    // SAFETY: the CPU has AVX2 and FMA (checked by `Vector::new`), the stride
+                    // is 1 or 2, x's part is one plane's input and y_p its output, `bufs` was
+                    // made for `rows`.
+                    unsafe { plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut bufs) };
+                }
+                return;
+            }
+            Vector::Plain => {}
         }
         let mut buf = vec![0.0f32; iw];
         let mut phases = vec![0.0f32; if rows.stride == 2 { iw + 1 } else { 0 }];
@@ -124,6 +148,34 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
             plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut buf, &mut phases);
         }
     });
+}
+
+/// Which rows a pooling takes: the hand-written vector kernels (horizontal strides 1 and 2)
+/// in AVX-512 or, on CPUs without it, AVX2 vectors; else the compiled scalar rows, which the
+/// crate's baseline x86-64 target runs 4 floats at a time.
+#[cfg(target_arch = "x86_64")]
+enum Vector {
+    Centred512(super::pool2d_vector::Centred),
+    Rows512,
+    Centred256(super::pool2d_vector_avx2::Centred),
+    Rows256,
+    Plain,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Vector {
+    fn new(g: &PoolGeom, rows: &Rows) -> Self {
+        use super::{pool2d_vector as v512, pool2d_vector_avx2 as v256};
+        if !matches!(g.stride[2], 1 | 2) {
+            Vector::Plain
+        } else if super::has_avx512() {
+            v512::Centred::new(g, rows).map_or(Vector::Rows512, Vector::Centred512)
+        } else if super::has_avx2_fma() {
+            v256::Centred::new(g, rows).map_or(Vector::Rows256, Vector::Centred256)
+        } else {
+            Vector::Plain
+        }
+    }
 }
 
 /// The windows of one plane, row by row.

@@ -93,9 +93,11 @@ macro_rules! unary {
     };
 }
 
-/// A function running `body` compiled for AVX-512 when the CPU has it (checked at run time;
-/// the crate itself targets baseline x86-64, whose 4-wide SSE2 leaves exp-heavy loops such
-/// as tanh at a third of the speed), else the baseline build of `body`.
+/// A function running `body` compiled for AVX-512 when the CPU has it, else for AVX2 and FMA
+/// when it has those (checked at run time; the crate itself targets baseline x86-64, whose
+/// 4-wide SSE2 leaves exp-heavy loops such as tanh at a third of the speed), else the
+/// baseline build of `body`. Every build gives the same bits: Rust never contracts a multiply
+/// and an add into an FMA, even compiled for one.
 macro_rules! wide_dispatch {
     ($body:ident, ($($arg:ident: $ty:ty),*)) => {{
         #[cfg(target_arch = "x86_64")]
@@ -103,11 +105,22 @@ macro_rules! wide_dispatch {
         fn wide($($arg: $ty),*) {
             $body($($arg),*)
         }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        fn wide256($($arg: $ty),*) {
+            $body($($arg),*)
+        }
         fn dispatch($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx512f") {
                 // SAFETY: the CPU supports avx512f, the only feature `wide` is compiled for.
                 return unsafe { wide($($arg),*) };
+            }
+            #[cfg(target_arch = "x86_64")]
+            if $crate::kernels::has_avx2_fma() {
+                // SAFETY: the CPU supports avx2 and fma, the features `wide256` is compiled
+                // for.
+                return unsafe { wide256($($arg),*) };
             }
             $body($($arg),*)
         }

@@ -67,7 +67,8 @@ impl RnnFloat for f32 {
         panel::product_f32(a, lda, m, b, c)
     }
     // The crate targets baseline x86-64: its 4-wide SSE2 left the exp-heavy gate math at a
-    // third of AVX-512's speed.
+    // third of AVX-512's speed. AVX2 where AVX-512 is missing; the same bits on every build
+    // (Rust never contracts a multiply and an add into an FMA).
     fn wide<K: Wide>(k: K) {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f") {
@@ -77,6 +78,15 @@ impl RnnFloat for f32 {
             }
             // SAFETY: the CPU supports avx512f, the only feature `go` is compiled for.
             return unsafe { go(k) };
+        }
+        #[cfg(target_arch = "x86_64")]
+        if super::has_avx2_fma() {
+            #[target_feature(enable = "avx2,fma")]
+            fn go256<K: Wide>(k: K) {
+                k.run()
+            }
+            // SAFETY: the CPU supports avx2 and fma, the features `go256` is compiled for.
+            return unsafe { go256(k) };
         }
         k.run()
     }

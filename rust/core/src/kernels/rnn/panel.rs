@@ -69,8 +69,8 @@ impl<T: Float> Panels<T> {
 }
 
 /// `c = a · b`: `a` has `m` rows of `b.k()` values `lda` apart, `c` is `m × b.width()`
-/// row-major. Plain loops (float64, and float32 without AVX-512); each output sums its terms
-/// in order of k, as the AVX-512 kernel does.
+/// row-major. Plain loops (float64, and float32 without AVX-512 or AVX2); each output sums
+/// its terms in order of k, as the vector kernels do.
 pub(super) fn product_plain<T: Float>(a: &[T], lda: usize, m: usize, b: &Panels<T>, c: &mut [T]) {
     let (k, w) = (b.k, b.width());
     for (p, panel) in b.data.chunks_exact(k * LANES).enumerate() {
@@ -85,7 +85,9 @@ pub(super) fn product_plain<T: Float>(a: &[T], lda: usize, m: usize, b: &Panels<
     }
 }
 
-/// The float32 product: the AVX-512 kernel when the CPU has it, else [`product_plain`].
+/// The float32 product: the AVX-512 kernel when the CPU has it, else the AVX2 one when it has
+/// AVX2 and FMA, else [`product_plain`]. The two kernels give the same bits (one FMA per term,
+/// in order of k); the plain loops round the product and the sum apart.
 pub(super) fn product_f32(a: &[f32], lda: usize, m: usize, b: &Panels<f32>, c: &mut [f32]) {
     let (k, w) = (b.k, b.width());
     assert!(
@@ -98,7 +100,122 @@ pub(super) fn product_f32(a: &[f32], lda: usize, m: usize, b: &Panels<f32>, c: &
         unsafe { avx512::product(a, lda, m, b, c) };
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if crate::kernels::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2 and FMA; the lengths were checked above.
+        unsafe { avx2::product(a, lda, m, b, c) };
+        return;
+    }
     product_plain(a, lda, m, b, c);
+}
+
+/// The AVX2 version of [`avx512`]: a panel of 16 columns is two vectors of 8, and the 16
+/// vector registers hold at most 12 accumulators.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{Panels, LANES};
+    use std::arch::x86_64::*;
+
+    /// Vectors of 8 per panel.
+    const HALVES: usize = LANES / 8;
+
+    /// One `MR × NV·16` tile of c, as `avx512::tile`: per k, `NV · 2` panel loads and `MR`
+    /// broadcasts feed `MR · NV · 2` FMAs.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const MR: usize, const NV: usize>(
+        a: *const f32,
+        lda: usize,
+        k: usize,
+        b: *const f32,
+        ps: usize,
+        c: *mut f32,
+        ldc: usize,
+    ) {
+        let mut acc = [[[_mm256_setzero_ps(); HALVES]; NV]; MR];
+        for kk in 0..k {
+            let mut bv = [[_mm256_setzero_ps(); HALVES]; NV];
+            for (v, x) in bv.iter_mut().enumerate() {
+                for (h, x) in x.iter_mut().enumerate() {
+                    // SAFETY: panel v of the tile holds k rows of LANES values.
+                    *x = unsafe { _mm256_loadu_ps(b.add(v * ps + kk * LANES + h * 8)) };
+                }
+            }
+            for (r, row) in acc.iter_mut().enumerate() {
+                // SAFETY: row r of a holds k values.
+                let x = _mm256_set1_ps(unsafe { *a.add(r * lda + kk) });
+                for (s, y) in row.iter_mut().zip(&bv) {
+                    for (s, &y) in s.iter_mut().zip(y) {
+                        *s = _mm256_fmadd_ps(x, y, *s);
+                    }
+                }
+            }
+        }
+        for (r, row) in acc.iter().enumerate() {
+            for (v, s) in row.iter().enumerate() {
+                for (h, &s) in s.iter().enumerate() {
+                    // SAFETY: the tile lies inside c (rows < m, columns < width).
+                    unsafe { _mm256_storeu_ps(c.add(r * ldc + v * LANES + h * 8), s) };
+                }
+            }
+        }
+    }
+
+    /// Tiles of `MR` rows over every panel: `NV` panels at a time, then the rest one by one.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows<const MR: usize, const NV: usize>(
+        a: *const f32,
+        lda: usize,
+        b: &Panels<f32>,
+        c: *mut f32,
+    ) {
+        let (k, ps, ldc) = (b.k, b.k * LANES, b.width());
+        let bp = b.data.as_ptr();
+        let mut p = 0;
+        // SAFETY (all tiles): panels p..p + NV exist, and the caller's rows fit a and c.
+        unsafe {
+            while p + NV <= b.panels {
+                tile::<MR, NV>(a, lda, k, bp.add(p * ps), ps, c.add(p * LANES), ldc);
+                p += NV;
+            }
+            while p < b.panels {
+                tile::<MR, 1>(a, lda, k, bp.add(p * ps), ps, c.add(p * LANES), ldc);
+                p += 1;
+            }
+        }
+    }
+
+    /// `c = a · b` (see `product_f32`). Blocks of 6 rows × 1 panel keep 12 of the 16 vector
+    /// registers as accumulators; fewer rows take more panels at once, so at least 8
+    /// independent FMA chains hide the FMA latency.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA; `a` holds `m` rows of `b.k()` values `lda` apart and
+    /// `c` holds `m × b.width()` values.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn product(a: &[f32], lda: usize, m: usize, b: &Panels<f32>, c: &mut [f32]) {
+        let ldc = b.width();
+        let (ap, cp) = (a.as_ptr(), c.as_mut_ptr());
+        let mut r = 0;
+        // SAFETY: each call covers rows r.. of a and c that exist (the caller's contract).
+        unsafe {
+            while r + 6 <= m {
+                rows::<6, 1>(ap.add(r * lda), lda, b, cp.add(r * ldc));
+                r += 6;
+            }
+            let (a_r, c_r) = (ap.add(r * lda), cp.add(r * ldc));
+            match m - r {
+                0 => {}
+                1 => rows::<1, 4>(a_r, lda, b, c_r),
+                2 => rows::<2, 2>(a_r, lda, b, c_r),
+                3 => rows::<3, 2>(a_r, lda, b, c_r),
+                4 => rows::<4, 1>(a_r, lda, b, c_r),
+                _ => rows::<5, 1>(a_r, lda, b, c_r),
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -215,6 +332,11 @@ mod tests {
             (8, 33, 48),
             (13, 17, 200),
             (32, 50, 400),
+            // Every row remainder of the AVX2 kernel's blocks of 6.
+            (2, 5, 64),
+            (4, 11, 70),
+            (5, 16, 33),
+            (12, 9, 40),
         ] {
             let lda = k + 3;
             let a: Vec<f32> = (0..m * lda)

@@ -1,0 +1,592 @@
+//! `depthwise_vector`'s kernels with AVX2 vectors of 8 lanes, for CPUs without AVX-512 (any
+//! x86-64-v3 one: AVX2 and FMA). The tables are the same, built for 8 lanes; the lane masks
+//! of AVX-512 become integer lanes (`_mm256_maskload_ps`, whose masked-off lanes do not
+//! fault either), and its two-source permutations a permutation and a mask (planes) or a
+//! shuffle of two loads (stride-2 rows). Each value sees the same multiplies and adds in the
+//! same order as there (never fused: FMA is enabled only as part of the CPU level), so all
+//! paths give the same bits.
+
+use super::conv::ConvGeom;
+use super::depthwise_vector::{first_lanes, Column, TapTable, LANES_AVX2 as LANES, ROWS};
+use std::arch::x86_64::*;
+
+/// The integer lane mask (all ones in lane `j` where bit `j` of `bits` is set).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn lane_mask(bits: u16) -> __m256i {
+    let lanes = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    _mm256_cmpeq_epi32(
+        _mm256_and_si256(_mm256_set1_epi32(i32::from(bits)), lanes),
+        lanes,
+    )
+}
+
+/// The even values of `lo` (lanes 0..4), then those of `hi` (4..8).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn evens(lo: __m256, hi: __m256) -> __m256 {
+    // Per 128-bit half: values 0 and 2 of lo's half, then of hi's.
+    let mixed = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+    // Its pairs (lo 0-2, hi 0-2, lo 4-6, hi 4-6) into order.
+    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
+        mixed,
+    )))
+}
+
+/// `depthwise_vector`'s `planes_in_vector` in 8 lanes: `v = 8 / max(input, output plane)`
+/// planes per vector, lane `j·out_len + o` of tap `t`'s permutation holding the input value
+/// plane `j`'s output `o` sees through tap `t`; lanes over the padding (index 8 in the
+/// table) are masked to 0. Planes of 9 to 16 values go to [`one_wide`].
+///
+/// # Safety
+/// The CPU supports AVX2; `x`, `w` and `bias` have the lengths `g` gives them, `taps` is
+/// `g`'s table (for 8 lanes, or 16 where a plane has more than 8 values), and `out` holds
+/// whole output planes `p0..` of `g`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn planes_in_vector(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    taps: &TapTable,
+    p0: usize,
+    out: &mut [f32],
+) {
+    if g.in_len().max(g.out_len()) > LANES {
+        // SAFETY: the caller's contract.
+        return unsafe { wide_planes(g, x, w, bias, taps, p0, out) };
+    }
+    let padding = _mm256_set1_epi32(LANES as i32);
+    let index: Vec<(__m256i, __m256)> = taps
+        .index
+        .iter()
+        .map(|i| {
+            // SAFETY: reads the first 8 of the row's 16 i32.
+            let idx = unsafe { _mm256_loadu_si256(i.as_ptr().cast()) };
+            (idx, _mm256_castsi256_ps(_mm256_cmpgt_epi32(padding, idx)))
+        })
+        .collect();
+    // SAFETY: the caller's contract.
+    unsafe {
+        match (taps.per, index.len()) {
+            (1, 9) => one_plane::<9>(g, x, w, bias, &index, p0, out),
+            (1, _) => one_plane::<0>(g, x, w, bias, &index, p0, out),
+            _ => several_planes(g, x, taps, &index, p0, out),
+        }
+    }
+}
+
+/// Where each output lane of one half of a 16-lane permutation reads ([`one_wide`]).
+#[derive(Clone, Copy)]
+struct Half {
+    /// The input lane within its half (the low 3 bits count).
+    index: __m256i,
+    /// All ones where it is in the input's high half.
+    high: __m256,
+    /// All ones where it is in the input at all (else padding: 0).
+    inside: __m256,
+}
+
+/// [`planes_in_vector`] for planes of 9 to 16 values (4×4) with a table for 16 lanes: each
+/// 16-lane vector of AVX-512's kernel as two of 8, an input half and an output half each.
+///
+/// # Safety
+/// As for [`planes_in_vector`], with the table for 16 lanes.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn wide_planes(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    taps: &TapTable,
+    p0: usize,
+    out: &mut [f32],
+) {
+    let index: Vec<[Half; 2]> = taps
+        .index
+        .iter()
+        .map(|i| {
+            [0, 1].map(|h| {
+                // SAFETY: reads 8 of the row's 16 i32.
+                let index = unsafe { _mm256_loadu_si256(i.as_ptr().add(h * LANES).cast()) };
+                let above = |n: usize| _mm256_cmpgt_epi32(index, _mm256_set1_epi32(n as i32 - 1));
+                Half {
+                    index,
+                    high: _mm256_castsi256_ps(_mm256_andnot_si256(above(2 * LANES), above(LANES))),
+                    inside: _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                        _mm256_set1_epi32(2 * LANES as i32),
+                        index,
+                    )),
+                }
+            })
+        })
+        .collect();
+    // SAFETY: the caller's contract.
+    unsafe {
+        match (g.out_len() > LANES, index.len()) {
+            (false, 9) => one_wide::<1, 9>(g, x, w, bias, &index, p0, out),
+            (false, _) => one_wide::<1, 0>(g, x, w, bias, &index, p0, out),
+            (true, 9) => one_wide::<2, 9>(g, x, w, bias, &index, p0, out),
+            (true, _) => one_wide::<2, 0>(g, x, w, bias, &index, p0, out),
+        }
+    }
+}
+
+/// [`wide_planes`] over `H` output halves (planes of up to 8 or 16 values out): per tap,
+/// each half picks its lanes from both input halves and zeroes those over the padding, then
+/// takes AVX-512's multiply and add. `K` as in [`one_plane`].
+///
+/// # Safety
+/// As for [`wide_planes`]; `index` holds the table's rows as halves.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn one_wide<const H: usize, const K: usize>(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    index: &[[Half; 2]],
+    p0: usize,
+    out: &mut [f32],
+) {
+    let (c, l, il) = (g.channels, g.out_len(), g.in_len());
+    let k = if K > 0 { K } else { index.len() };
+    let half = |n: usize| lane_mask(first_lanes(n.min(LANES)));
+    let load = [half(il), half(il.saturating_sub(LANES))];
+    let widths = [l.min(LANES), l.saturating_sub(LANES)];
+    let store = widths.map(half);
+    for (q, dst) in out.chunks_exact_mut(l).enumerate() {
+        let p = p0 + q;
+        let ch = p % c;
+        let plane = x.as_ptr().wrapping_add(p * il);
+        // SAFETY: plane p of x lies inside it (the caller's lengths); the masks read only it.
+        let src = unsafe {
+            [
+                _mm256_maskload_ps(plane, load[0]),
+                _mm256_maskload_ps(plane.wrapping_add(LANES), load[1]),
+            ]
+        };
+        let wp = &w[ch * k..(ch + 1) * k];
+        let mut acc = [_mm256_setzero_ps(); H];
+        for (t, (halves, &wt)) in index.iter().zip(wp).enumerate().take(k) {
+            let wv = _mm256_set1_ps(wt);
+            for (acc, h) in acc.iter_mut().zip(halves) {
+                let lo = _mm256_permutevar8x32_ps(src[0], h.index);
+                let hi = _mm256_permutevar8x32_ps(src[1], h.index);
+                let v = _mm256_and_ps(_mm256_blendv_ps(lo, hi, h.high), h.inside);
+                let prod = _mm256_mul_ps(wv, v);
+                *acc = if t == 0 {
+                    prod
+                } else {
+                    _mm256_add_ps(*acc, prod)
+                };
+            }
+        }
+        for (h, mut acc) in acc.into_iter().enumerate() {
+            if let Some(b) = bias {
+                acc = _mm256_add_ps(acc, _mm256_set1_ps(b[ch]));
+            }
+            // SAFETY: half h holds the plane's values h·8.. of `dst`, `widths[h]` of them.
+            unsafe {
+                let at = dst.as_mut_ptr().add(h * LANES);
+                if widths[h] == LANES {
+                    _mm256_storeu_ps(at, acc);
+                } else {
+                    _mm256_maskstore_ps(at, store[h], acc);
+                }
+            }
+        }
+    }
+}
+
+/// [`planes_in_vector`] with one plane to a vector: its channel's weights broadcast from
+/// `w`. `K` > 0 says the window has `K` taps (so the loop unrolls); 0 reads it from `index`.
+///
+/// # Safety
+/// As for [`planes_in_vector`]; `index` holds the table's rows (indices and where they are
+/// inside the plane).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn one_plane<const K: usize>(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    index: &[(__m256i, __m256)],
+    p0: usize,
+    out: &mut [f32],
+) {
+    let (c, l, il) = (g.channels, g.out_len(), g.in_len());
+    let k = if K > 0 { K } else { index.len() };
+    let (load, store) = (lane_mask(first_lanes(il)), lane_mask(first_lanes(l)));
+    for (q, dst) in out.chunks_exact_mut(l).enumerate() {
+        let p = p0 + q;
+        let ch = p % c;
+        // SAFETY: plane p of x lies inside it (the caller's lengths); the mask reads only it.
+        let src = unsafe { _mm256_maskload_ps(x.as_ptr().add(p * il), load) };
+        let wp = &w[ch * k..(ch + 1) * k];
+        let mut acc = _mm256_setzero_ps();
+        for (t, (&(idx, inside), &wt)) in index.iter().zip(wp).enumerate().take(k) {
+            let v = _mm256_and_ps(_mm256_permutevar8x32_ps(src, idx), inside);
+            let prod = _mm256_mul_ps(_mm256_set1_ps(wt), v);
+            acc = if t == 0 {
+                prod
+            } else {
+                _mm256_add_ps(acc, prod)
+            };
+        }
+        if let Some(b) = bias {
+            acc = _mm256_add_ps(acc, _mm256_set1_ps(b[ch]));
+        }
+        // SAFETY: the mask covers the plane's l values of `dst`.
+        unsafe { _mm256_maskstore_ps(dst.as_mut_ptr(), store, acc) };
+    }
+}
+
+/// [`planes_in_vector`] with several planes to a vector: each lane takes its plane's weight
+/// from the table's rows.
+///
+/// # Safety
+/// As for [`one_plane`].
+#[target_feature(enable = "avx2,fma")]
+unsafe fn several_planes(
+    g: &ConvGeom,
+    x: &[f32],
+    taps: &TapTable,
+    index: &[(__m256i, __m256)],
+    p0: usize,
+    out: &mut [f32],
+) {
+    let (c, l, il) = (g.channels, g.out_len(), g.in_len());
+    let per = taps.per;
+    // Lane j·l + o takes the weight of plane j.
+    let spread: [i32; LANES] = std::array::from_fn(|lane| (lane / l.max(1)).min(per - 1) as i32);
+    // SAFETY: reads 8 i32 from the array.
+    let spread = unsafe { _mm256_loadu_si256(spread.as_ptr().cast()) };
+    let whole = (
+        lane_mask(first_lanes(per * il)),
+        lane_mask(first_lanes(per * l)),
+    );
+    let planes = out.len() / l;
+    for q0 in (0..planes).step_by(per) {
+        let n = (planes - q0).min(per);
+        let p = p0 + q0;
+        let c0 = p % c;
+        let (load, store) = if n == per {
+            whole
+        } else {
+            (
+                lane_mask(first_lanes(n * il)),
+                lane_mask(first_lanes(n * l)),
+            )
+        };
+        // SAFETY: planes p..p + n of x lie inside it (the caller's lengths); the mask reads
+        // only them.
+        let src = unsafe { _mm256_maskload_ps(x.as_ptr().add(p * il), load) };
+        let mut acc = _mm256_setzero_ps();
+        for (t, &(idx, inside)) in index.iter().enumerate() {
+            // SAFETY: a table row holds c + 16 values from any channel's start.
+            let wv = unsafe { _mm256_loadu_ps(taps.taps.as_ptr().add(t * taps.row + c0)) };
+            let v = _mm256_and_ps(_mm256_permutevar8x32_ps(src, idx), inside);
+            let prod = _mm256_mul_ps(_mm256_permutevar8x32_ps(wv, spread), v);
+            acc = if t == 0 {
+                prod
+            } else {
+                _mm256_add_ps(acc, prod)
+            };
+        }
+        if let Some(b) = &taps.bias {
+            // SAFETY: as for the weight rows.
+            let bv = unsafe { _mm256_loadu_ps(b.as_ptr().add(c0)) };
+            acc = _mm256_add_ps(acc, _mm256_permutevar8x32_ps(bv, spread));
+        }
+        let dst = &mut out[q0 * l..(q0 + n) * l];
+        // SAFETY: the mask covers the n planes' values of `dst`.
+        unsafe { _mm256_maskstore_ps(dst.as_mut_ptr(), store, acc) };
+    }
+}
+
+/// A [`Column`] with its masks as integer lanes.
+struct Col {
+    offset: isize,
+    masks: [__m256i; 2],
+}
+
+/// `depthwise_vector`'s `rows_in_vector` in 8 lanes: each output row one vector or more
+/// (`columns` from `row_columns` for 8 lanes), the sum over the taps in order, then the
+/// bias; tiles of [`ROWS`] output rows (stride-2 rows of at most 4 values: 2·[`ROWS`], two
+/// to a vector) whose input rows are chosen once (a row of zeros above and below the image).
+///
+/// # Safety
+/// The CPU supports AVX2; `x`, `w` and `bias` have the lengths `g` gives them, `columns`
+/// are `g`'s for 8 lanes, and `out` holds whole output planes `p0..` of `g`.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn rows_in_vector(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    columns: &[Column],
+    p0: usize,
+    out: &mut [f32],
+) {
+    let [_, ih, iw] = g.input;
+    let [_, oh, ow] = g.output;
+    let [_, kh, kw] = g.kernel;
+    let (sh, dh, ph) = (g.stride[1], g.dilate[1], g.pad[1]);
+    let (c, l, il, k) = (g.channels, g.out_len(), g.in_len(), g.kernel_len());
+    let cols: Vec<Col> = columns
+        .iter()
+        .map(|col| Col {
+            offset: col.offset,
+            masks: [lane_mask(col.masks[0]), lane_mask(col.masks[1])],
+        })
+        .collect();
+    let zeros = vec![0.0f32; iw];
+    let stride2 = g.stride[2] == 2;
+    let paired = stride2 && ow <= LANES / 2;
+    let tile_rows = if paired { 2 * ROWS } else { ROWS };
+    let mut rows = vec![zeros.as_ptr(); tile_rows * kh];
+    let mut wv = vec![_mm256_setzero_ps(); k];
+    let square3 = (kh, kw) == (3, 3);
+    for (j, plane_out) in out.chunks_exact_mut(l).enumerate() {
+        let p = p0 + j;
+        let ch = p % c;
+        let plane = x[p * il..(p + 1) * il].as_ptr();
+        for (v, &wt) in wv.iter_mut().zip(&w[ch * k..(ch + 1) * k]) {
+            *v = _mm256_set1_ps(wt);
+        }
+        let bias = bias.map(|b| _mm256_set1_ps(b[ch]));
+        for y0 in (0..oh).step_by(tile_rows) {
+            for (r, window) in rows.chunks_exact_mut(kh).enumerate() {
+                for (a, row) in window.iter_mut().enumerate() {
+                    let iy = ((y0 + r) * sh + a * dh) as isize - ph as isize;
+                    *row = if iy < 0 || iy as usize >= ih {
+                        zeros.as_ptr()
+                    } else {
+                        plane.wrapping_add(iy as usize * iw)
+                    };
+                }
+            }
+            let left = oh - y0;
+            for (vi, cols) in cols.chunks_exact(kw).enumerate() {
+                let x0 = vi * LANES;
+                let width = (ow - x0).min(LANES);
+                let tile = Tile {
+                    rows: &rows,
+                    kh,
+                    wv: &wv,
+                    cols,
+                    bias,
+                    width,
+                    store: lane_mask(first_lanes(width)),
+                };
+                // SAFETY: rows y0.. of vector x0 lie inside the output plane; the columns'
+                // masks keep the reads inside the rows (or `zeros`).
+                unsafe {
+                    let dst = plane_out.as_mut_ptr().add(y0 * ow + x0);
+                    match (paired, square3) {
+                        (true, true) => tile.pairs_left::<3>(left, dst, ow),
+                        (true, false) => tile.pairs_left::<0>(left, dst, ow),
+                        (false, true) => tile.rows_left::<3>(left, stride2, dst, ow),
+                        (false, false) => tile.rows_left::<0>(left, stride2, dst, ow),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One vector of columns over up to [`ROWS`] output rows of [`rows_in_vector`].
+struct Tile<'a> {
+    /// Input row `a` of the window of output row `r` at `r · kh + a` (or a row of zeros).
+    rows: &'a [*const f32],
+    kh: usize,
+    /// The plane's weights, one broadcast vector per tap.
+    wv: &'a [__m256],
+    /// The vector's tap columns.
+    cols: &'a [Col],
+    bias: Option<__m256>,
+    /// The output lanes that exist: how many, and as a mask.
+    width: usize,
+    store: __m256i,
+}
+
+impl Tile<'_> {
+    /// [`Tile::run`] over the `left` rows that remain (up to [`ROWS`]), with `K` as in it.
+    ///
+    /// # Safety
+    /// As for [`Tile::run`].
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows_left<const K: usize>(
+        &self,
+        left: usize,
+        stride2: bool,
+        dst: *mut f32,
+        ow: usize,
+    ) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match (left.min(ROWS), stride2) {
+                (1, false) => self.run::<1, false, K>(dst, ow),
+                (2, false) => self.run::<2, false, K>(dst, ow),
+                (3, false) => self.run::<3, false, K>(dst, ow),
+                (_, false) => self.run::<ROWS, false, K>(dst, ow),
+                (1, true) => self.run::<1, true, K>(dst, ow),
+                (2, true) => self.run::<2, true, K>(dst, ow),
+                (3, true) => self.run::<3, true, K>(dst, ow),
+                (_, true) => self.run::<ROWS, true, K>(dst, ow),
+            }
+        }
+    }
+
+    /// The first `R` rows' sums over the taps in order, plus the bias, stored at `dst` and
+    /// `ow` apart; columns at stride 1, or 2 when `STRIDE2` (the even values of two loads).
+    /// `K` > 0 says the window is `K`×`K` (so its loops unroll); 0 reads it from the tile.
+    /// `R` sums run side by side and stay in registers.
+    ///
+    /// # Safety
+    /// AVX2; the rows' pointers and the columns' masks read inside their rows, and the `R`
+    /// stores lie inside the output.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn run<const R: usize, const STRIDE2: bool, const K: usize>(
+        &self,
+        dst: *mut f32,
+        ow: usize,
+    ) {
+        let (kh, kw) = if K > 0 {
+            (K, K)
+        } else {
+            (self.kh, self.cols.len())
+        };
+        let mut acc = [_mm256_setzero_ps(); R];
+        for a in 0..kh {
+            for (e, col) in self.cols.iter().enumerate().take(kw) {
+                let wv = self.wv[a * kw + e];
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    let at = self.rows[r * kh + a].wrapping_offset(col.offset);
+                    // SAFETY: only the lanes under the masks are read (the caller's
+                    // contract); masked-off ones do not fault.
+                    let v = unsafe {
+                        if STRIDE2 {
+                            let lo = _mm256_maskload_ps(at, col.masks[0]);
+                            let hi = _mm256_maskload_ps(at.wrapping_add(LANES), col.masks[1]);
+                            evens(lo, hi)
+                        } else {
+                            _mm256_maskload_ps(at, col.masks[0])
+                        }
+                    };
+                    let p = _mm256_mul_ps(wv, v);
+                    *acc = if a == 0 && e == 0 {
+                        p
+                    } else {
+                        _mm256_add_ps(*acc, p)
+                    };
+                }
+            }
+        }
+        for (r, mut acc) in acc.into_iter().enumerate() {
+            if let Some(b) = self.bias {
+                acc = _mm256_add_ps(acc, b);
+            }
+            // SAFETY: the caller's contract (a whole vector, or the lanes that exist).
+            unsafe {
+                if self.width == LANES {
+                    _mm256_storeu_ps(dst.add(r * ow), acc);
+                } else {
+                    _mm256_maskstore_ps(dst.add(r * ow), self.store, acc);
+                }
+            }
+        }
+    }
+
+    /// [`Tile::pairs`] over the `left` rows that remain (up to 2·[`ROWS`]), with `K` as in
+    /// it.
+    ///
+    /// # Safety
+    /// As for [`Tile::pairs`].
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn pairs_left<const K: usize>(&self, left: usize, dst: *mut f32, ow: usize) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            match left.min(2 * ROWS) {
+                1 => self.pairs::<1, K>(dst, ow),
+                2 => self.pairs::<2, K>(dst, ow),
+                3 => self.pairs::<3, K>(dst, ow),
+                4 => self.pairs::<4, K>(dst, ow),
+                5 => self.pairs::<5, K>(dst, ow),
+                6 => self.pairs::<6, K>(dst, ow),
+                7 => self.pairs::<7, K>(dst, ow),
+                _ => self.pairs::<{ 2 * ROWS }, K>(dst, ow),
+            }
+        }
+    }
+
+    /// [`Tile::run`] at column stride 2 for output rows of at most half a vector (`ow` ≤ 4:
+    /// MobileNet's stride-2 layers into 4² and 2²), two to a vector: rows 2i and 2i + 1 in
+    /// its low and high halves, from one shuffle of both rows' loads. The first `N` rows of
+    /// the tile; `K` as in [`Tile::run`]. The same operations on each value as there.
+    ///
+    /// # Safety
+    /// As for [`Tile::run`] over `N` rows, each at most 4 wide.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn pairs<const N: usize, const K: usize>(&self, dst: *mut f32, ow: usize) {
+        let (kh, kw) = if K > 0 {
+            (K, K)
+        } else {
+            (self.kh, self.cols.len())
+        };
+        let pairs = N.div_ceil(2);
+        let mut acc = [_mm256_setzero_ps(); ROWS];
+        for a in 0..kh {
+            for (e, col) in self.cols.iter().enumerate().take(kw) {
+                let wv = self.wv[a * kw + e];
+                for (i, acc) in acc.iter_mut().enumerate().take(pairs) {
+                    let (r0, r1) = (2 * i, 2 * i + 1);
+                    let at0 = self.rows[r0 * kh + a].wrapping_offset(col.offset);
+                    // A missing second row (N odd) reads the first again; its half is never
+                    // stored.
+                    let r1 = if r1 < N { r1 } else { r0 };
+                    let at1 = self.rows[r1 * kh + a].wrapping_offset(col.offset);
+                    // SAFETY: only the lanes under the mask are read (the caller's
+                    // contract); masked-off ones do not fault. The first 8 values loaded
+                    // hold the 4 outputs' windows.
+                    let v = unsafe {
+                        let lo = _mm256_maskload_ps(at0, col.masks[0]);
+                        let hi = _mm256_maskload_ps(at1, col.masks[0]);
+                        evens(lo, hi)
+                    };
+                    let p = _mm256_mul_ps(wv, v);
+                    *acc = if a == 0 && e == 0 {
+                        p
+                    } else {
+                        _mm256_add_ps(*acc, p)
+                    };
+                }
+            }
+        }
+        let store = _mm256_castsi256_si128(self.store);
+        let whole = self.width == LANES / 2;
+        for (i, mut acc) in acc.into_iter().enumerate().take(pairs) {
+            if let Some(b) = self.bias {
+                acc = _mm256_add_ps(acc, b);
+            }
+            let halves = [_mm256_castps256_ps128(acc), _mm256_extractf128_ps::<1>(acc)];
+            for (r, half) in halves.into_iter().enumerate().take(N - 2 * i) {
+                // SAFETY: the caller's contract; row 2i + 1 is stored only if it exists.
+                unsafe {
+                    let row = dst.add((2 * i + r) * ow);
+                    if whole {
+                        _mm_storeu_ps(row, half);
+                    } else {
+                        _mm_maskstore_ps(row, store, half);
+                    }
+                }
+            }
+        }
+    }
+}
