@@ -179,25 +179,10 @@ struct ForwardPass<'a> {
 /// loops ran the taps at a third of the speed). The loops multiply and add apart (Rust never
 /// fuses them into FMAs), so every build gives the same bits.
 fn stack_forward(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        #[target_feature(enable = "avx512f")]
-        fn wide(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
-            stack_body(pass, ch, samples)
-        }
-        // SAFETY: the CPU supports avx512f, the only feature `wide` is compiled for.
-        return unsafe { wide(pass, ch, samples) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if super::has_avx2_fma() {
-        #[target_feature(enable = "avx2,fma")]
-        fn wide(pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>) {
-            stack_body(pass, ch, samples)
-        }
-        // SAFETY: the CPU supports avx2 and fma, the features `wide` is compiled for.
-        return unsafe { wide(pass, ch, samples) };
-    }
-    stack_body(pass, ch, samples)
+    super::unary::wide_dispatch!(
+        stack_body,
+        (pass: &ForwardPass<'_>, ch: usize, samples: Range<usize>)
+    )(pass, ch, samples)
 }
 
 #[inline(always)]

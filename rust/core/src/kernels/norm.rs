@@ -110,26 +110,10 @@ fn affine_plane(x: &[f32], (mu, s, b): (f32, f32, f32), out: &mut [MaybeUninit<f
             y.write((v - mu) * s + b);
         }
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn wide(x: &[f32], m: (f32, f32, f32), out: &mut [MaybeUninit<f32>]) {
-            body(x, m, out)
-        }
-        #[target_feature(enable = "avx2,fma")]
-        fn wide256(x: &[f32], m: (f32, f32, f32), out: &mut [MaybeUninit<f32>]) {
-            body(x, m, out)
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports avx512f, the only feature `wide` is compiled for.
-            return unsafe { wide(x, (mu, s, b), out) };
-        }
-        if super::has_avx2_fma() {
-            // SAFETY: the CPU supports avx2 and fma, the features `wide256` is compiled for.
-            return unsafe { wide256(x, (mu, s, b), out) };
-        }
-    }
-    body(x, (mu, s, b), out)
+    super::unary::wide_dispatch!(
+        body,
+        (x: &[f32], m: (f32, f32, f32), out: &mut [MaybeUninit<f32>])
+    )(x, (mu, s, b), out)
 }
 
 /// BatchNorm's input gradient: `(g − gm − (x − mean)·k)·iw` with `(gm, k, iw)` per channel.

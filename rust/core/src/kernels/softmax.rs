@@ -31,41 +31,18 @@ fn softmax_rows(
     inv_t: f32,
     log: bool,
 ) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        #[target_feature(enable = "avx512f")]
-        fn wide(
+    super::unary::wide_dispatch!(
+        rows_body,
+        (
             xb: &[f32],
             ob: &mut [MaybeUninit<f32>],
             n: usize,
             r0: usize,
             lengths: Option<&[f32]>,
             inv_t: f32,
-            log: bool,
-        ) {
-            rows_body(xb, ob, n, r0, lengths, inv_t, log)
-        }
-        // SAFETY: the CPU supports avx512f, the only feature `wide` is compiled for.
-        return unsafe { wide(xb, ob, n, r0, lengths, inv_t, log) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if crate::kernels::has_avx2_fma() {
-        #[target_feature(enable = "avx2,fma")]
-        fn wide256(
-            xb: &[f32],
-            ob: &mut [MaybeUninit<f32>],
-            n: usize,
-            r0: usize,
-            lengths: Option<&[f32]>,
-            inv_t: f32,
-            log: bool,
-        ) {
-            rows_body(xb, ob, n, r0, lengths, inv_t, log)
-        }
-        // SAFETY: the CPU supports avx2 and fma, the features `wide256` is compiled for.
-        return unsafe { wide256(xb, ob, n, r0, lengths, inv_t, log) };
-    }
-    rows_body(xb, ob, n, r0, lengths, inv_t, log)
+            log: bool
+        )
+    )(xb, ob, n, r0, lengths, inv_t, log)
 }
 
 /// Lanes of the row reductions: one AVX-512 vector of float32, two of float64 (two and four

@@ -99,7 +99,7 @@ macro_rules! unary {
 /// baseline build of `body`. Every build gives the same bits: Rust never contracts a multiply
 /// and an add into an FMA, even compiled for one.
 macro_rules! wide_dispatch {
-    ($body:ident, ($($arg:ident: $ty:ty),*)) => {{
+    ($body:ident, ($($arg:ident: $ty:ty),* $(,)?)) => {{
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx512f")]
         fn wide($($arg: $ty),*) {
