@@ -463,9 +463,8 @@ mod avx512 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Tile, MR, TILE};
-    use crate::kernels::conv_tiled::avx2::{
-        lanes_of, panel_row, LANES8, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS,
-    };
+    use crate::kernels::conv_tiled::avx2::{panel_row, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS};
+    use crate::kernels::lanes8::{lanes_of, LANES8};
     use std::arch::x86_64::*;
 
     /// See `super::tile_plain`: filters by fours, positions by halves of the tile (so each
@@ -502,10 +501,10 @@ mod avx2 {
         let rows = (t.rows - r0).min(SUB_ROWS);
         let mut acc = [[_mm256_setzero_ps(); V]; SUB_ROWS];
         // Vector v of the half is lanes (v8 % 2)·8.. of the tile's 16-lane vector v8 / 2.
-        let stores: [[(isize, u8); 2]; V] = std::array::from_fn(|v| {
+        let stores: [[(isize, u16); 2]; V] = std::array::from_fn(|v| {
             let v8 = half * SUB_VECTORS + v;
             let (shift, st) = (v8 % 2 * LANES8, &t.stores[v8 / 2]);
-            st.map(|(base, mask)| (base + shift as isize, (mask >> shift) as u8))
+            st.map(|(base, mask)| (base + shift as isize, (mask >> shift) & 0xff))
         });
         // SAFETY (whole body): the caller's contract; the panel holds k rows of MR values
         // (r0 + SUB_ROWS ≤ MR), and every row's loads stay in the tile's positions.

@@ -666,10 +666,9 @@ pub(super) mod avx512 {
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2 {
     use super::{Tile, MR, TILE};
+    use crate::kernels::lanes8::{first_lanes, LANES8};
     use std::arch::x86_64::*;
 
-    /// Float32 lanes per AVX2 vector.
-    pub(in crate::kernels) const LANES8: usize = 8;
     /// Filters per sub-tile.
     pub(in crate::kernels) const SUB_ROWS: usize = 4;
     /// Vectors of positions per sub-tile.
@@ -702,23 +701,6 @@ pub(super) mod avx2 {
                 }
             }
         }
-    }
-
-    /// The lane mask of a vector's first `n` lanes (all of them from 8 on).
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    pub(in crate::kernels) fn first_lanes(n: usize) -> __m256i {
-        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(LANES8) as i32), lanes)
-    }
-
-    /// The lane mask of the set bits of `bits` (lane `j` on when bit `j` is).
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    pub(in crate::kernels) fn lanes_of(bits: u8) -> __m256i {
-        let each = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-        let on = _mm256_and_si256(_mm256_set1_epi32(i32::from(bits)), each);
-        _mm256_cmpeq_epi32(on, each)
     }
 
     /// See `product_part`: one tile as sub-tiles, positions half by half (each half's block

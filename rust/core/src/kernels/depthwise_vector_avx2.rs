@@ -8,18 +8,8 @@
 
 use super::conv::ConvGeom;
 use super::depthwise_vector::{first_lanes, Column, TapTable, LANES_AVX2 as LANES, ROWS};
+use super::lanes8::lanes_of;
 use std::arch::x86_64::*;
-
-/// The integer lane mask (all ones in lane `j` where bit `j` of `bits` is set).
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn lane_mask(bits: u16) -> __m256i {
-    let lanes = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    _mm256_cmpeq_epi32(
-        _mm256_and_si256(_mm256_set1_epi32(i32::from(bits)), lanes),
-        lanes,
-    )
-}
 
 /// The even values of `lo` (lanes 0..4), then those of `hi` (4..8).
 #[inline]
@@ -151,7 +141,7 @@ unsafe fn one_wide<const H: usize, const K: usize>(
 ) {
     let (c, l, il) = (g.channels, g.out_len(), g.in_len());
     let k = if K > 0 { K } else { index.len() };
-    let half = |n: usize| lane_mask(first_lanes(n.min(LANES)));
+    let half = |n: usize| lanes_of(first_lanes(n.min(LANES)));
     let load = [half(il), half(il.saturating_sub(LANES))];
     let widths = [l.min(LANES), l.saturating_sub(LANES)];
     let store = widths.map(half);
@@ -218,7 +208,7 @@ unsafe fn one_plane<const K: usize>(
 ) {
     let (c, l, il) = (g.channels, g.out_len(), g.in_len());
     let k = if K > 0 { K } else { index.len() };
-    let (load, store) = (lane_mask(first_lanes(il)), lane_mask(first_lanes(l)));
+    let (load, store) = (lanes_of(first_lanes(il)), lanes_of(first_lanes(l)));
     for (q, dst) in out.chunks_exact_mut(l).enumerate() {
         let p = p0 + q;
         let ch = p % c;
@@ -264,8 +254,8 @@ unsafe fn several_planes(
     // SAFETY: reads 8 i32 from the array.
     let spread = unsafe { _mm256_loadu_si256(spread.as_ptr().cast()) };
     let whole = (
-        lane_mask(first_lanes(per * il)),
-        lane_mask(first_lanes(per * l)),
+        lanes_of(first_lanes(per * il)),
+        lanes_of(first_lanes(per * l)),
     );
     let planes = out.len() / l;
     for q0 in (0..planes).step_by(per) {
@@ -275,10 +265,7 @@ unsafe fn several_planes(
         let (load, store) = if n == per {
             whole
         } else {
-            (
-                lane_mask(first_lanes(n * il)),
-                lane_mask(first_lanes(n * l)),
-            )
+            (lanes_of(first_lanes(n * il)), lanes_of(first_lanes(n * l)))
         };
         // SAFETY: planes p..p + n of x lie inside it (the caller's lengths); the mask reads
         // only them.
@@ -339,7 +326,7 @@ pub(super) unsafe fn rows_in_vector(
         .iter()
         .map(|col| Col {
             offset: col.offset,
-            masks: [lane_mask(col.masks[0]), lane_mask(col.masks[1])],
+            masks: [lanes_of(col.masks[0]), lanes_of(col.masks[1])],
         })
         .collect();
     let zeros = vec![0.0f32; iw];
@@ -379,7 +366,7 @@ pub(super) unsafe fn rows_in_vector(
                     cols,
                     bias,
                     width,
-                    store: lane_mask(first_lanes(width)),
+                    store: lanes_of(first_lanes(width)),
                 };
                 // SAFETY: rows y0.. of vector x0 lie inside the output plane; the columns'
                 // masks keep the reads inside the rows (or `zeros`).

@@ -19,6 +19,7 @@ mod depthwise_vector;
 #[cfg(target_arch = "x86_64")]
 mod depthwise_vector_avx2;
 pub mod gemm;
+mod lanes8;
 pub mod map;
 pub mod norm;
 pub mod par;

@@ -87,58 +87,45 @@ fn forward<const MAX: bool>(g: &PoolGeom, kind: PoolKind, x: &[f32], y: &mut [f3
     let group = (4096 / (il + ol)).clamp(1, 64);
     par::for_each_row_mut_by_work(y, ol * group, work, |i, y_g| {
         let planes = y_g.chunks_exact_mut(ol).enumerate();
+        // Each vector module's two plans, over the group's planes.
+        #[cfg(target_arch = "x86_64")]
+        macro_rules! centred_planes {
+            ($module:ident, $centred:expr) => {{
+                use super::$module::centred_plane;
+                let mut vert = $centred.buffer();
+                for (j, y_p) in planes {
+                    let p = i * group + j;
+                    // SAFETY: the CPU has the module's features (checked by `Vector::new`),
+                    // x's part is one plane's input and y_p its output, `vert` was made by
+                    // the plan.
+                    unsafe {
+                        centred_plane::<MAX>($centred, &x[p * il..(p + 1) * il], y_p, &mut vert)
+                    };
+                }
+                return;
+            }};
+        }
+        #[cfg(target_arch = "x86_64")]
+        macro_rules! row_planes {
+            ($module:ident) => {{
+                use super::$module::{plane_rows, PaddedRows};
+                let mut bufs = PaddedRows::new::<MAX>(&rows);
+                for (j, y_p) in planes {
+                    let p = i * group + j;
+                    // SAFETY: the CPU has the module's features (checked by `Vector::new`),
+                    // the stride is 1 or 2, x's part is one plane's input and y_p its
+                    // output, `bufs` was made for `rows`.
+                    unsafe { plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut bufs) };
+                }
+                return;
+            }};
+        }
         #[cfg(target_arch = "x86_64")]
         match &vector {
-            Vector::Centred512(centred) => {
-                use super::pool2d_vector::centred_plane;
-                let mut vert = centred.buffer();
-                for (j, y_p) in planes {
-                    let p = i * group + j;
-                    // SAFETY: the CPU has AVX-512F (checked by `Vector::new`), x's part is
-                    // one plane's input and y_p its output, `vert` was made by `centred`.
-                    unsafe {
-                        centred_plane::<MAX>(centred, &x[p * il..(p + 1) * il], y_p, &mut vert)
-                    };
-                }
-                return;
-            }
-            Vector::Rows512 => {
-                use super::pool2d_vector::{plane_rows, PaddedRows};
-                let mut bufs = PaddedRows::new::<MAX>(&rows);
-                for (j, y_p) in planes {
-                    let p = i * group + j;
-                    // SAFETY: the CPU has AVX-512F (checked by `Vector::new`), the stride is
-                    // 1 or 2, x's part is one plane's input and y_p its output, `bufs` was
-                    // made for `rows`.
-                    unsafe { plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut bufs) };
-                }
-                return;
-            }
-            Vector::Centred256(centred) => {
-                use super::pool2d_vector_avx2::centred_plane;
-                let mut vert = centred.buffer();
-                for (j, y_p) in planes {
-                    let p = i * group + j;
-                    // SAFETY: the CPU has AVX2 and FMA (checked by `Vector::new`), x's part
-                    // is one plane's input and y_p its output, `vert` was made by `centred`.
-                    unsafe {
-                        centred_plane::<MAX>(centred, &x[p * il..(p + 1) * il], y_p, &mut vert)
-                    };
-                }
-                return;
-            }
-            Vector::Rows256 => {
-                use super::pool2d_vector_avx2::{plane_rows, PaddedRows};
-                let mut bufs = PaddedRows::new::<MAX>(&rows);
-                for (j, y_p) in planes {
-                    let p = i * group + j;
-                    // SAFETY: the CPU has AVX2 and FMA (checked by `Vector::new`), the stride
-                    // is 1 or 2, x's part is one plane's input and y_p its output, `bufs` was
-                    // made for `rows`.
-                    unsafe { plane_rows::<MAX>(&rows, &x[p * il..(p + 1) * il], y_p, &mut bufs) };
-                }
-                return;
-            }
+            Vector::Centred512(centred) => centred_planes!(pool2d_vector, centred),
+            Vector::Rows512 => row_planes!(pool2d_vector),
+            Vector::Centred256(centred) => centred_planes!(pool2d_vector_avx2, centred),
+            Vector::Rows256 => row_planes!(pool2d_vector_avx2),
             Vector::Plain => {}
         }
         let mut buf = vec![0.0f32; iw];

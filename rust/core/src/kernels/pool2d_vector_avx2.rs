@@ -10,6 +10,7 @@
 //! give the same bits.
 #![cfg(target_arch = "x86_64")]
 
+use super::lanes8::first_lanes;
 use super::pool::PoolGeom;
 use super::pool2d::{start, Rows};
 use std::arch::x86_64::*;
@@ -21,14 +22,6 @@ const BAND_VALUES: usize = 4096;
 
 /// Values in a plane that [`Centred`] takes: its vertical sums stay in L1 (32 KB).
 const CENTRED_MAX_PLANE: usize = 8192;
-
-/// A mask of the first `n` lanes (all of them from 8 on): each lane all ones or all zeros,
-/// as AVX2's masked loads and blends read them.
-#[inline(always)]
-unsafe fn first(n: usize) -> __m256i {
-    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    _mm256_cmpgt_epi32(_mm256_set1_epi32(n.min(LANES) as i32), lanes)
-}
 
 /// One step of a maximum or a sum, as the scalar `step`: `v` replaces `acc` only when
 /// greater (MAXPS returns its second operand unless the first is greater, so a NaN in `v`
@@ -150,7 +143,7 @@ pub(super) unsafe fn plane_rows<const MAX: bool>(
     let init = _mm256_set1_ps(start::<MAX>());
     // The columns in whole vectors, then the rest of the row under a mask.
     let whole = iw - iw % LANES;
-    let tail = first(iw - whole);
+    let tail = first_lanes(iw - whole);
     for (sy, y_band) in rows.sy.chunks(band).zip(y_p.chunks_mut(band * ow)) {
         for (yy, ext) in sy.iter().zip(bufs.ext.chunks_exact_mut(len)) {
             let rp = ext.as_mut_ptr().wrapping_add(bufs.pad);
