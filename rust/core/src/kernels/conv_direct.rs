@@ -283,6 +283,11 @@ impl Direct<'_> {
         let positions = oh * wp;
         let (f, l) = (self.w.filters(), self.g.out_len());
         let run = epilogue_tiles(f);
+        #[cfg(target_arch = "x86_64")]
+        let mut sums = Scratch::take(match isa {
+            Isa::Avx2 => avx2::sums_len(self.w.panels()),
+            _ => 0,
+        });
         for t in ts.clone() {
             let p0 = t * TILE;
             let n = (positions - p0).min(TILE);
@@ -290,9 +295,9 @@ impl Direct<'_> {
             // Where each vector's lanes go, worked out once for all the panels (two
             // divisions a vector cost a fifth of a 27-row layer's time when made per panel).
             let stores: [_; NV] = std::array::from_fn(|v| out.vector(v * LANES));
-            for panel in 0..self.w.panels() {
+            let tile = |panel: usize| {
                 let f0 = panel * MR;
-                let tile = Tile {
+                Tile {
                     w: self.w.data[panel * self.w.k() * MR..].as_ptr(),
                     xp: xp[p0..].as_ptr(),
                     offsets: self.offsets,
@@ -300,17 +305,26 @@ impl Direct<'_> {
                     bias: self.bias.map(|b| b[f0..].as_ptr()),
                     out,
                     stores: &stores,
-                };
-                // SAFETY: the tile's outputs lie inside `y` (the caller's contract); its loads
-                // inside the padded image and its slack (see `conv_forward_direct`).
-                unsafe {
-                    let yt = y.add(f0 * l);
-                    match isa {
-                        #[cfg(target_arch = "x86_64")]
-                        Isa::Avx512 => avx512::tile(&tile, yt, l),
-                        #[cfg(target_arch = "x86_64")]
-                        Isa::Avx2 => avx2::tile(&tile, yt, l),
-                        _ => tile_plain(&tile, yt, l),
+                }
+            };
+            // SAFETY (both arms): the tiles' outputs lie inside `y` (the caller's contract);
+            // their loads inside the padded image and its slack (see `forward`).
+            match isa {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => unsafe {
+                    let shape = (self.w.panels(), self.w.k() * MR, f);
+                    avx2::tile(&tile(0), shape, sums.as_mut_ptr(), y, l)
+                },
+                _ => {
+                    for panel in 0..self.w.panels() {
+                        let (t, yt) = (tile(panel), unsafe { y.add(panel * MR * l) });
+                        unsafe {
+                            match isa {
+                                #[cfg(target_arch = "x86_64")]
+                                Isa::Avx512 => avx512::tile(&t, yt, l),
+                                _ => tile_plain(&t, yt, l),
+                            }
+                        }
                     }
                 }
             }
@@ -458,65 +472,152 @@ mod avx512 {
     }
 }
 
-/// See `conv_tiled::avx2`: the tile as sub-tiles of 4 filters × 3 vectors of 8 positions
+/// See `conv_tiled::avx2`: the tiles as sub-tiles of 4 filters × 3 vectors of 8 positions
 /// in AVX2 registers, the same FMAs in the same order as the AVX-512 kernel.
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Tile, MR, TILE};
     use crate::kernels::conv_tiled::avx2::{panel_row, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS};
     use crate::kernels::lanes8::{lanes_of, LANES8};
+    use crate::kernels::sub_tile_avx2;
     use std::arch::x86_64::*;
 
-    /// See `super::tile_plain`: filters by fours, positions by halves of the tile (so each
-    /// half's rows of the padded image are read from L1 by the second four), each vector's
-    /// kept lanes stored in its one or two output rows.
+    /// Rows of `k` per chunk. A sub-tile reads its rows of the padded image (3 vectors a
+    /// row) once per four filters; over all of `k` at once (1152 rows for DenseNet's
+    /// 128 → 32 3×3) they came from L2 every time, which held a core to half the FMA rate
+    /// and kept a second core from adding anything. A chunk's rows stay in L1 while every
+    /// panel passes over them.
+    const KC: usize = 64;
+
+    /// Values of the sums a tile keeps between chunks: every panel's `MR × TILE`.
+    pub(super) fn sums_len(panels: usize) -> usize {
+        panels * MR * TILE
+    }
+
+    /// See `super::tile_plain`, for all `panels` at once: `t` is panel 0's tile, panel `p`
+    /// reads its weight from `t.w + p · panel_len` and writes filters `p · MR..` of the
+    /// `filters`; `k` runs in chunks of [`KC`] rows, filters by fours, positions by halves
+    /// of the tile, the sums between chunks in `sums` ([`sums_len`] values), each vector's
+    /// kept lanes stored in its one or two output rows after the last.
     ///
     /// # Safety
-    /// The CPU supports AVX2 and FMA; `tile_plain`'s contract.
+    /// The CPU supports AVX2 and FMA; `tile_plain`'s contract for every panel; `sums` holds
+    /// [`sums_len`]`(panels)` values.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn tile(t: &Tile, y: *mut f32, ldy: usize) {
+    pub(super) unsafe fn tile(
+        t: &Tile,
+        (panels, panel_len, filters): (usize, usize, usize),
+        sums: *mut f32,
+        y: *mut f32,
+        ldy: usize,
+    ) {
         const { assert!(2 * SUB_POSITIONS == TILE && 2 * SUB_ROWS == MR) };
         let vectors = t.out.n.div_ceil(LANES8);
-        for half in 0..2 {
-            for r0 in (0..t.rows).step_by(SUB_ROWS) {
-                // SAFETY: forwarded; the sub-tile's rows and positions lie in the tile.
-                unsafe {
-                    match vectors.saturating_sub(half * SUB_VECTORS) {
-                        0 => return,
-                        1 => sub_tile::<1>(t, r0, half, y, ldy),
-                        2 => sub_tile::<2>(t, r0, half, y, ldy),
-                        _ => sub_tile::<3>(t, r0, half, y, ldy),
+        let chunks = t.offsets.len().div_ceil(KC);
+        for (c, offsets) in t.offsets.chunks(KC).enumerate() {
+            let (first, last) = (c == 0, c + 1 == chunks);
+            for p in 0..panels {
+                let f0 = p * MR;
+                let part = Part {
+                    // SAFETY (these three): panel p's weight, bias and output rows.
+                    w: unsafe { t.w.add(p * panel_len + c * KC * MR) },
+                    rows: MR.min(filters - f0),
+                    bias: t.bias.map(|b| unsafe { b.add(f0) }),
+                    y: unsafe { y.add(f0 * ldy) },
+                    offsets,
+                    first,
+                    last,
+                };
+                for half in 0..2 {
+                    for r0 in (0..part.rows).step_by(SUB_ROWS) {
+                        let slot = ((p * 2 + half) * 2 + r0 / SUB_ROWS) * SUB_POSITIONS * SUB_ROWS;
+                        // SAFETY: forwarded; the sub-tile's rows and positions lie in the
+                        // tile, its slot in `sums`.
+                        unsafe {
+                            let s = sums.add(slot);
+                            match vectors.saturating_sub(half * SUB_VECTORS) {
+                                0 => break,
+                                1 => sub_tile::<1>(t, &part, r0, half, s, ldy),
+                                2 => sub_tile::<2>(t, &part, r0, half, s, ldy),
+                                _ => sub_tile::<3>(t, &part, r0, half, s, ldy),
+                            }
+                        }
                     }
                 }
             }
         }
     }
 
-    /// Filters `r0..` (up to `SUB_ROWS`, the tile's rows) × `V` vectors from the tile's
-    /// half `half` over all of `k`, the bias added as they are stored.
+    /// One panel's share of one chunk of `k`.
+    struct Part<'a> {
+        /// The panel's weight from the chunk's first row.
+        w: *const f32,
+        rows: usize,
+        bias: Option<*const f32>,
+        /// The panel's first output row.
+        y: *mut f32,
+        offsets: &'a [usize],
+        first: bool,
+        last: bool,
+    }
+
+    /// Filters `r0..` (up to `SUB_ROWS`, the panel's rows) × `V` vectors from the tile's
+    /// half `half` over the chunk's rows: from zero on the first chunk, else from `sums`;
+    /// into `sums`, or on the last chunk into the output with the bias.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn sub_tile<const V: usize>(t: &Tile, r0: usize, half: usize, y: *mut f32, ldy: usize) {
+    unsafe fn sub_tile<const V: usize>(
+        t: &Tile,
+        p: &Part,
+        r0: usize,
+        half: usize,
+        sums: *mut f32,
+        ldy: usize,
+    ) {
         let q = half * SUB_POSITIONS;
-        let rows = (t.rows - r0).min(SUB_ROWS);
         let mut acc = [[_mm256_setzero_ps(); V]; SUB_ROWS];
-        // Vector v of the half is lanes (v8 % 2)·8.. of the tile's 16-lane vector v8 / 2.
-        let stores: [[(isize, u16); 2]; V] = std::array::from_fn(|v| {
-            let v8 = half * SUB_VECTORS + v;
-            let (shift, st) = (v8 % 2 * LANES8, &t.stores[v8 / 2]);
-            st.map(|(base, mask)| (base + shift as isize, (mask >> shift) & 0xff))
-        });
-        // SAFETY (whole body): the caller's contract; the panel holds k rows of MR values
-        // (r0 + SUB_ROWS ≤ MR), and every row's loads stay in the tile's positions.
+        let slot = |i: usize, v: usize| (i * SUB_VECTORS + v) * LANES8;
+        // SAFETY (whole body): the caller's contract; the panel holds the chunk's rows of MR
+        // values (r0 + SUB_ROWS ≤ MR), every row's loads stay in the tile's positions, and
+        // `sums` holds SUB_ROWS × SUB_POSITIONS values.
         unsafe {
-            for (r, &off) in t.offsets.iter().enumerate() {
-                panel_row(&mut acc, t.w.add(r * MR + r0), t.xp.add(off + q));
+            if !p.first {
+                for (i, row) in acc.iter_mut().enumerate() {
+                    for (v, a) in row.iter_mut().enumerate() {
+                        *a = _mm256_loadu_ps(sums.add(slot(i, v)));
+                    }
+                }
             }
+            let (w, xp) = (p.w.add(r0), t.xp.add(q));
+            if V == sub_tile_avx2::VECTORS {
+                // V is 3: `acc` is a full sub-tile's sums.
+                let full = &mut *(&raw mut acc).cast::<sub_tile_avx2::Sums>();
+                sub_tile_avx2::offset_rows(full, w, MR, xp, p.offsets);
+            } else {
+                for (r, &off) in p.offsets.iter().enumerate() {
+                    panel_row(&mut acc, w.add(r * MR), xp.add(off));
+                }
+            }
+            if !p.last {
+                for (i, row) in acc.iter().enumerate() {
+                    for (v, &a) in row.iter().enumerate() {
+                        _mm256_storeu_ps(sums.add(slot(i, v)), a);
+                    }
+                }
+                return;
+            }
+            // Vector v of the half is lanes (v8 % 2)·8.. of the tile's 16-lane vector v8 / 2.
+            let stores: [[(isize, u16); 2]; V] = std::array::from_fn(|v| {
+                let v8 = half * SUB_VECTORS + v;
+                let (shift, st) = (v8 % 2 * LANES8, &t.stores[v8 / 2]);
+                st.map(|(base, mask)| (base + shift as isize, (mask >> shift) & 0xff))
+            });
+            let rows = (p.rows - r0).min(SUB_ROWS);
             for (i, row) in acc.iter().enumerate().take(rows) {
-                let add = t
+                let add = p
                     .bias
                     .map_or(_mm256_setzero_ps(), |b| _mm256_set1_ps(*b.add(r0 + i)));
-                let yr = y.add((r0 + i) * ldy);
+                let yr = p.y.add((r0 + i) * ldy);
                 for (&a, st) in row.iter().zip(&stores) {
                     let v = _mm256_add_ps(a, add);
                     for &(base, bits) in st {

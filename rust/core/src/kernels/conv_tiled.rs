@@ -667,6 +667,7 @@ pub(super) mod avx512 {
 pub(super) mod avx2 {
     use super::{Tile, MR, TILE};
     use crate::kernels::lanes8::{first_lanes, LANES8};
+    use crate::kernels::sub_tile_avx2;
     use std::arch::x86_64::*;
 
     /// Filters per sub-tile.
@@ -750,8 +751,15 @@ pub(super) mod avx2 {
                     }
                 }
             }
-            for r in 0..t.kc {
-                panel_row(&mut acc, t.w.add(r * MR + r0), t.block.add(r * TILE + q));
+            let (w, b) = (t.w.add(r0), t.block.add(q));
+            if V == sub_tile_avx2::VECTORS {
+                // V is 3: `acc` is a full sub-tile's sums.
+                let full = &mut *(&raw mut acc).cast::<sub_tile_avx2::Sums>();
+                sub_tile_avx2::strided_rows(full, w, MR, b, TILE, t.kc);
+            } else {
+                for r in 0..t.kc {
+                    panel_row(&mut acc, w.add(r * MR), b.add(r * TILE));
+                }
             }
             for (i, row) in acc.iter().enumerate().take(rows) {
                 let add = t

@@ -32,6 +32,7 @@ pub mod reduce;
 pub mod rnn;
 pub mod scratch;
 pub mod softmax;
+mod sub_tile_avx2;
 pub mod tuning;
 pub mod unary;
 

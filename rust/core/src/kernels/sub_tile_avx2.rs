@@ -1,0 +1,144 @@
+//! The inner loop of the AVX2 convolution tiles (`conv_tiled::avx2`, `conv_direct::avx2`)
+//! for a full sub-tile, 4 filters × 3 vectors of 8 positions, written in assembly.
+//!
+//! The sub-tile needs every one of the 16 vector registers: 12 sums, the row's 3 vectors of
+//! positions and one broadcast filter value. Built from intrinsics, LLVM kept a second
+//! broadcast live to start the next filter early and paid for it with a sum spilled to the
+//! stack (its chain of FMAs then ran through memory: a store and a reload per row) or, in
+//! the tiled build, a dozen register moves per row; the tiles ran at 35–45% of the FMA
+//! units' rate. Here the sums stay pinned in `ymm4`–`ymm15`. The FMAs are the same, in the
+//! same order (per sum: over the rows in order, `w · x + sum` rounded once), so the results
+//! are bit for bit those of the intrinsics and of the AVX-512 kernels.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::asm;
+use std::arch::x86_64::__m256;
+
+/// Filters per sub-tile.
+pub(super) const ROWS: usize = 4;
+/// Vectors of 8 positions per sub-tile.
+pub(super) const VECTORS: usize = 3;
+
+/// The sums of one full sub-tile: `acc[i][v]`, filter `i`, vector `v`.
+pub(super) type Sums = [[__m256; VECTORS]; ROWS];
+
+/// One row's 12 FMAs: the row's positions in `ymm0..ymm2`, filter `i`'s value broadcast
+/// from `[{w} + 4i]` into `ymm3`, sums `acc[i][v]` in `ymm(4 + 3i + v)`.
+macro_rules! row_fmas {
+    () => {
+        concat!(
+            "vbroadcastss ymm3, dword ptr [{w}]\n",
+            "vfmadd231ps ymm4, ymm3, ymm0\n",
+            "vfmadd231ps ymm5, ymm3, ymm1\n",
+            "vfmadd231ps ymm6, ymm3, ymm2\n",
+            "vbroadcastss ymm3, dword ptr [{w} + 4]\n",
+            "vfmadd231ps ymm7, ymm3, ymm0\n",
+            "vfmadd231ps ymm8, ymm3, ymm1\n",
+            "vfmadd231ps ymm9, ymm3, ymm2\n",
+            "vbroadcastss ymm3, dword ptr [{w} + 8]\n",
+            "vfmadd231ps ymm10, ymm3, ymm0\n",
+            "vfmadd231ps ymm11, ymm3, ymm1\n",
+            "vfmadd231ps ymm12, ymm3, ymm2\n",
+            "vbroadcastss ymm3, dword ptr [{w} + 12]\n",
+            "vfmadd231ps ymm13, ymm3, ymm0\n",
+            "vfmadd231ps ymm14, ymm3, ymm1\n",
+            "vfmadd231ps ymm15, ymm3, ymm2\n",
+        )
+    };
+}
+
+/// `acc[i][v] += Σ_r w[r·w_step + i] · b[r·b_step + 8v + lane]` over `rows` rows in order:
+/// the tiled path's packed block (rows `b_step` apart).
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA; for every `r < rows`, `w + r·w_step` holds 4 values and
+/// `b + r·b_step` 24.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn strided_rows(
+    acc: &mut Sums,
+    w: *const f32,
+    w_step: usize,
+    b: *const f32,
+    b_step: usize,
+    rows: usize,
+) {
+    let [[a0, a1, a2], [a3, a4, a5], [a6, a7, a8], [a9, a10, a11]] = acc;
+    // SAFETY: the caller's contract: every load lies in the rows it names.
+    unsafe {
+        asm!(
+            "test {n}, {n}",
+            "jz 3f",
+            "2:",
+            "vmovups ymm0, ymmword ptr [{b}]",
+            "vmovups ymm1, ymmword ptr [{b} + 32]",
+            "vmovups ymm2, ymmword ptr [{b} + 64]",
+            row_fmas!(),
+            "add {b}, {bs}",
+            "add {w}, {ws}",
+            "dec {n}",
+            "jnz 2b",
+            "3:",
+            n = inout(reg) rows => _,
+            b = inout(reg) b => _,
+            w = inout(reg) w => _,
+            bs = in(reg) b_step * 4,
+            ws = in(reg) w_step * 4,
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
+            inout("ymm4") *a0, inout("ymm5") *a1, inout("ymm6") *a2,
+            inout("ymm7") *a3, inout("ymm8") *a4, inout("ymm9") *a5,
+            inout("ymm10") *a6, inout("ymm11") *a7, inout("ymm12") *a8,
+            inout("ymm13") *a9, inout("ymm14") *a10, inout("ymm15") *a11,
+            options(nostack, readonly),
+        );
+    }
+}
+
+/// `acc[i][v] += Σ_r w[r·w_step + i] · b[offsets[r] + 8v + lane]` over the rows of `offsets`
+/// in order: the direct path, each row a shifted run of the padded image.
+///
+/// # Safety
+/// The CPU supports AVX2 and FMA; for every row `r`, `w + r·w_step` holds 4 values and
+/// `b + offsets[r]` 24.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn offset_rows(
+    acc: &mut Sums,
+    w: *const f32,
+    w_step: usize,
+    b: *const f32,
+    offsets: &[usize],
+) {
+    let [[a0, a1, a2], [a3, a4, a5], [a6, a7, a8], [a9, a10, a11]] = acc;
+    // SAFETY: the caller's contract: every load lies in the rows it names.
+    unsafe {
+        asm!(
+            "test {n}, {n}",
+            "jz 3f",
+            "2:",
+            "mov {t}, qword ptr [{o}]",
+            "vmovups ymm0, ymmword ptr [{b} + 4*{t}]",
+            "vmovups ymm1, ymmword ptr [{b} + 4*{t} + 32]",
+            "vmovups ymm2, ymmword ptr [{b} + 4*{t} + 64]",
+            row_fmas!(),
+            "add {o}, 8",
+            "add {w}, {ws}",
+            "dec {n}",
+            "jnz 2b",
+            "3:",
+            n = inout(reg) offsets.len() => _,
+            o = inout(reg) offsets.as_ptr() => _,
+            t = out(reg) _,
+            b = in(reg) b,
+            w = inout(reg) w => _,
+            ws = in(reg) w_step * 4,
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
+            inout("ymm4") *a0, inout("ymm5") *a1, inout("ymm6") *a2,
+            inout("ymm7") *a3, inout("ymm8") *a4, inout("ymm9") *a5,
+            inout("ymm10") *a6, inout("ymm11") *a7, inout("ymm12") *a8,
+            inout("ymm13") *a9, inout("ymm14") *a10, inout("ymm15") *a11,
+            options(nostack, readonly),
+        );
+    }
+}
