@@ -15,6 +15,8 @@ benchmarks/peers, its exported models in ~/.cache/mxfn-bench/zoo ($MXFN_BENCH_CA
 first use by peers/zoo_export.py in the MXNet venv. Ratios are "better than 1 = mxfn ahead": for
 latency and memory (lower is better) the ratio is peer / mxfn. mlp-b100 is also run alone per
 system to report its peak resident memory (row mlp-b100-peak-rss).
+Behind a zoo ratio: zoo_profile.py (mxfn's time per operator) and zoo_layers.py (per layer,
+beside ONNX Runtime's own profile of the same network).
 """
 
 import json
