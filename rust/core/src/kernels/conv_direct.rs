@@ -478,7 +478,7 @@ mod avx512 {
 mod avx2 {
     use super::{Tile, MR, TILE};
     use crate::kernels::conv_tiled::avx2::{panel_row, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS};
-    use crate::kernels::lanes8::{lanes_of, LANES8};
+    use crate::kernels::lanes8::{store_lanes, LANES8};
     use crate::kernels::sub_tile_avx2;
     use std::arch::x86_64::*;
 
@@ -621,9 +621,7 @@ mod avx2 {
                 for (&a, st) in row.iter().zip(&stores) {
                     let v = _mm256_add_ps(a, add);
                     for &(base, bits) in st {
-                        if bits != 0 {
-                            _mm256_maskstore_ps(yr.wrapping_offset(base), lanes_of(bits), v);
-                        }
+                        store_lanes(yr.wrapping_offset(base), bits, v);
                     }
                 }
             }

@@ -356,7 +356,19 @@ pub(super) fn copy_every_other(dst: &mut [f32], src: &[f32]) {
         // SAFETY: the CPU has AVX-512F; the lengths were checked above.
         return unsafe { avx512::copy_every_other(dst, src) };
     }
-    for (d, v) in dst.iter_mut().zip(src.iter().step_by(2)) {
+    // Whole vectors in AVX2 where the CPU has it, the rest one by one.
+    #[cfg(target_arch = "x86_64")]
+    let done = match super::has_avx2_fma() {
+        // SAFETY: the CPU has AVX2; the lengths were checked above.
+        true => unsafe { avx2::copy_every_other(dst, src) },
+        false => 0,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    for (d, v) in dst[done..]
+        .iter_mut()
+        .zip(src[2 * done..].iter().step_by(2))
+    {
         *d = *v;
     }
 }
@@ -666,9 +678,33 @@ pub(super) mod avx512 {
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2 {
     use super::{Tile, MR, TILE};
-    use crate::kernels::lanes8::{first_lanes, LANES8};
+    use crate::kernels::lanes8::{first_lanes, store_first, LANES8};
     use crate::kernels::sub_tile_avx2;
     use std::arch::x86_64::*;
+
+    /// See `super::copy_every_other`: 16 values in, the even 8 out, while whole vectors
+    /// remain in both; returns how many values of `dst` it wrote (a multiple of 8).
+    ///
+    /// # Safety
+    /// The CPU supports AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn copy_every_other(dst: &mut [f32], src: &[f32]) -> usize {
+        let whole = (dst.len() / LANES8).min(src.len() / (2 * LANES8));
+        for i in 0..whole {
+            // SAFETY: vector i reads src[16i..16i + 16] and writes dst[8i..8i + 8], inside
+            // both (`whole`).
+            unsafe {
+                let at = src.as_ptr().add(2 * LANES8 * i);
+                let (lo, hi) = (_mm256_loadu_ps(at), _mm256_loadu_ps(at.add(LANES8)));
+                // Evens of each 128-bit half: lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6; then the
+                // 64-bit pairs in order.
+                let evens = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+                let v = _mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(evens));
+                _mm256_storeu_ps(dst.as_mut_ptr().add(LANES8 * i), _mm256_castpd_ps(v));
+            }
+        }
+        whole * LANES8
+    }
 
     /// Filters per sub-tile.
     pub(in crate::kernels) const SUB_ROWS: usize = 4;
@@ -767,7 +803,7 @@ pub(super) mod avx2 {
                     .map_or(_mm256_setzero_ps(), |b| _mm256_set1_ps(*b.add(r0 + i)));
                 for (v, &a) in row.iter().enumerate() {
                     let at = y.add(i * ldy + v * LANES8);
-                    _mm256_maskstore_ps(at, mask(v), _mm256_add_ps(a, add));
+                    store_first(at, left - v * LANES8, _mm256_add_ps(a, add));
                 }
             }
         }
