@@ -677,7 +677,7 @@ pub(super) mod avx512 {
 /// FMAs as the AVX-512 kernel: the same bits.
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2 {
-    use super::{Tile, MR, TILE};
+    use super::{Tile, KC, MR, TILE};
     use crate::kernels::lanes8::{first_lanes, store_first, LANES8};
     use crate::kernels::sub_tile_avx2;
     use std::arch::x86_64::*;
@@ -705,6 +705,17 @@ pub(super) mod avx2 {
         }
         whole * LANES8
     }
+
+    /// Where each row of a tile's block starts (`r · TILE`), for `sub_tile_avx2`.
+    const BLOCK_ROWS: [usize; KC] = {
+        let mut rows = [0; KC];
+        let mut r = 0;
+        while r < KC {
+            rows[r] = r * TILE;
+            r += 1;
+        }
+        rows
+    };
 
     /// Filters per sub-tile.
     pub(in crate::kernels) const SUB_ROWS: usize = 4;
@@ -791,7 +802,7 @@ pub(super) mod avx2 {
             if V == sub_tile_avx2::VECTORS {
                 // V is 3: `acc` is a full sub-tile's sums.
                 let full = &mut *(&raw mut acc).cast::<sub_tile_avx2::Sums>();
-                sub_tile_avx2::strided_rows(full, w, MR, b, TILE, t.kc);
+                sub_tile_avx2::offset_rows(full, w, MR, b, &BLOCK_ROWS[..t.kc]);
             } else {
                 for r in 0..t.kc {
                     panel_row(&mut acc, w.add(r * MR), b.add(r * TILE));

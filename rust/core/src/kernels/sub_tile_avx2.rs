@@ -48,55 +48,9 @@ macro_rules! row_fmas {
     };
 }
 
-/// `acc[i][v] += Σ_r w[r·w_step + i] · b[r·b_step + 8v + lane]` over `rows` rows in order:
-/// the tiled path's packed block (rows `b_step` apart).
-///
-/// # Safety
-/// The CPU supports AVX2 and FMA; for every `r < rows`, `w + r·w_step` holds 4 values and
-/// `b + r·b_step` 24.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn strided_rows(
-    acc: &mut Sums,
-    w: *const f32,
-    w_step: usize,
-    b: *const f32,
-    b_step: usize,
-    rows: usize,
-) {
-    let [[a0, a1, a2], [a3, a4, a5], [a6, a7, a8], [a9, a10, a11]] = acc;
-    // SAFETY: the caller's contract: every load lies in the rows it names.
-    unsafe {
-        asm!(
-            "test {n}, {n}",
-            "jz 3f",
-            "2:",
-            "vmovups ymm0, ymmword ptr [{b}]",
-            "vmovups ymm1, ymmword ptr [{b} + 32]",
-            "vmovups ymm2, ymmword ptr [{b} + 64]",
-            row_fmas!(),
-            "add {b}, {bs}",
-            "add {w}, {ws}",
-            "dec {n}",
-            "jnz 2b",
-            "3:",
-            n = inout(reg) rows => _,
-            b = inout(reg) b => _,
-            w = inout(reg) w => _,
-            bs = in(reg) b_step * 4,
-            ws = in(reg) w_step * 4,
-            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
-            inout("ymm4") *a0, inout("ymm5") *a1, inout("ymm6") *a2,
-            inout("ymm7") *a3, inout("ymm8") *a4, inout("ymm9") *a5,
-            inout("ymm10") *a6, inout("ymm11") *a7, inout("ymm12") *a8,
-            inout("ymm13") *a9, inout("ymm14") *a10, inout("ymm15") *a11,
-            options(nostack, readonly),
-        );
-    }
-}
-
 /// `acc[i][v] += Σ_r w[r·w_step + i] · b[offsets[r] + 8v + lane]` over the rows of `offsets`
-/// in order: the direct path, each row a shifted run of the padded image.
+/// in order: for the direct path each row is a shifted run of the padded image, for the tiled
+/// path a row of its packed block (offsets `r · TILE`).
 ///
 /// # Safety
 /// The CPU supports AVX2 and FMA; for every row `r`, `w + r·w_step` holds 4 values and
