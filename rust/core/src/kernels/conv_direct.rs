@@ -477,9 +477,8 @@ mod avx512 {
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use super::{Tile, MR, TILE};
-    use crate::kernels::conv_tiled::avx2::{panel_row, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS};
+    use crate::kernels::conv_tiled::avx2::{sum_rows, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS};
     use crate::kernels::lanes8::{store_lanes, LANES8};
-    use crate::kernels::sub_tile_avx2;
     use std::arch::x86_64::*;
 
     /// Rows of `k` per chunk. A sub-tile reads its rows of the padded image (3 vectors a
@@ -588,16 +587,7 @@ mod avx2 {
                     }
                 }
             }
-            let (w, xp) = (p.w.add(r0), t.xp.add(q));
-            if V == sub_tile_avx2::VECTORS {
-                // V is 3: `acc` is a full sub-tile's sums.
-                let full = &mut *(&raw mut acc).cast::<sub_tile_avx2::Sums>();
-                sub_tile_avx2::offset_rows(full, w, MR, xp, p.offsets);
-            } else {
-                for (r, &off) in p.offsets.iter().enumerate() {
-                    panel_row(&mut acc, w.add(r * MR), xp.add(off));
-                }
-            }
+            sum_rows(&mut acc, p.w.add(r0), t.xp.add(q), p.offsets);
             if !p.last {
                 for (i, row) in acc.iter().enumerate() {
                     for (v, &a) in row.iter().enumerate() {

@@ -706,7 +706,7 @@ pub(super) mod avx2 {
         whole * LANES8
     }
 
-    /// Where each row of a tile's block starts (`r · TILE`), for `sub_tile_avx2`.
+    /// Where each row of a tile's block starts (`r · TILE`), for [`sum_rows`].
     const BLOCK_ROWS: [usize; KC] = {
         let mut rows = [0; KC];
         let mut r = 0;
@@ -718,9 +718,9 @@ pub(super) mod avx2 {
     };
 
     /// Filters per sub-tile.
-    pub(in crate::kernels) const SUB_ROWS: usize = 4;
+    pub(in crate::kernels) const SUB_ROWS: usize = sub_tile_avx2::ROWS;
     /// Vectors of positions per sub-tile.
-    pub(in crate::kernels) const SUB_VECTORS: usize = 3;
+    pub(in crate::kernels) const SUB_VECTORS: usize = sub_tile_avx2::VECTORS;
     /// Positions per sub-tile.
     pub(in crate::kernels) const SUB_POSITIONS: usize = SUB_VECTORS * LANES8;
 
@@ -731,7 +731,7 @@ pub(super) mod avx2 {
     /// The CPU supports AVX2 and FMA; `w` holds `SUB_ROWS` values and `b` `V · 8`.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    pub(in crate::kernels) unsafe fn panel_row<const V: usize>(
+    unsafe fn panel_row<const V: usize>(
         acc: &mut [[__m256; V]; SUB_ROWS],
         w: *const f32,
         b: *const f32,
@@ -746,6 +746,36 @@ pub(super) mod avx2 {
                 let wv = _mm256_broadcast_ss(&*w.add(i));
                 for (a, &x) in row.iter_mut().zip(&bv) {
                     *a = _mm256_fmadd_ps(wv, x, *a);
+                }
+            }
+        }
+    }
+
+    /// The rows of `offsets` in order into a sub-tile's sums: row `r` is `w + r · MR`'s
+    /// filters times the `V` vectors at `b + offsets[r]` (see [`panel_row`]). A full
+    /// sub-tile runs `sub_tile_avx2`'s assembly loop, a narrower one (a tile's last
+    /// positions) `panel_row`.
+    ///
+    /// # Safety
+    /// The CPU supports AVX2 and FMA; every row's `w` holds `SUB_ROWS` values and `b`
+    /// `V · 8` from its offset.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(in crate::kernels) unsafe fn sum_rows<const V: usize>(
+        acc: &mut [[__m256; V]; SUB_ROWS],
+        w: *const f32,
+        b: *const f32,
+        offsets: &[usize],
+    ) {
+        // SAFETY: the caller's contract; with V = VECTORS, `acc` is a full sub-tile's sums.
+        unsafe {
+            if V == SUB_VECTORS {
+                let full =
+                    &mut *(acc as *mut [[__m256; V]; SUB_ROWS]).cast::<sub_tile_avx2::Sums>();
+                sub_tile_avx2::offset_rows(full, w, MR, b, offsets);
+            } else {
+                for (r, &off) in offsets.iter().enumerate() {
+                    panel_row(acc, w.add(r * MR), b.add(off));
                 }
             }
         }
@@ -798,16 +828,7 @@ pub(super) mod avx2 {
                     }
                 }
             }
-            let (w, b) = (t.w.add(r0), t.block.add(q));
-            if V == sub_tile_avx2::VECTORS {
-                // V is 3: `acc` is a full sub-tile's sums.
-                let full = &mut *(&raw mut acc).cast::<sub_tile_avx2::Sums>();
-                sub_tile_avx2::offset_rows(full, w, MR, b, &BLOCK_ROWS[..t.kc]);
-            } else {
-                for r in 0..t.kc {
-                    panel_row(&mut acc, w.add(r * MR), b.add(r * TILE));
-                }
-            }
+            sum_rows(&mut acc, t.w.add(r0), t.block.add(q), &BLOCK_ROWS[..t.kc]);
             for (i, row) in acc.iter().enumerate().take(rows) {
                 let add = t
                     .bias
