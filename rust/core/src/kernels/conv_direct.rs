@@ -479,6 +479,7 @@ mod avx2 {
     use super::{Tile, MR, TILE};
     use crate::kernels::conv_tiled::avx2::{sum_rows, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS};
     use crate::kernels::lanes8::{store_lanes, LANES8};
+    use crate::kernels::sub_tile_avx2::offset_rows_in_place;
     use std::arch::x86_64::*;
 
     /// Rows of `k` per chunk. A sub-tile reads its rows of the padded image (3 vectors a
@@ -562,7 +563,7 @@ mod avx2 {
 
     /// Filters `r0..` (up to `SUB_ROWS`, the panel's rows) × `V` vectors from the tile's
     /// half `half` over the chunk's rows: from zero on the first chunk, else from `sums`;
-    /// into `sums`, or on the last chunk into the output with the bias.
+    /// into `sums`, and after the last chunk from there into the output with the bias.
     #[inline]
     #[target_feature(enable = "avx2,fma")]
     unsafe fn sub_tile<const V: usize>(
@@ -574,26 +575,32 @@ mod avx2 {
         ldy: usize,
     ) {
         let q = half * SUB_POSITIONS;
-        let mut acc = [[_mm256_setzero_ps(); V]; SUB_ROWS];
         let slot = |i: usize, v: usize| (i * SUB_VECTORS + v) * LANES8;
         // SAFETY (whole body): the caller's contract; the panel holds the chunk's rows of MR
         // values (r0 + SUB_ROWS ≤ MR), every row's loads stay in the tile's positions, and
         // `sums` holds SUB_ROWS × SUB_POSITIONS values.
         unsafe {
-            if !p.first {
-                for (i, row) in acc.iter_mut().enumerate() {
-                    for (v, a) in row.iter_mut().enumerate() {
-                        *a = _mm256_loadu_ps(sums.add(slot(i, v)));
+            let (w, b) = (p.w.add(r0), t.xp.add(q));
+            if V == SUB_VECTORS {
+                // A full sub-tile's sums stay in `sums` (see `offset_rows_in_place`).
+                offset_rows_in_place(sums, p.first, w, MR, b, p.offsets);
+            } else {
+                let mut acc = [[_mm256_setzero_ps(); V]; SUB_ROWS];
+                if !p.first {
+                    for (i, row) in acc.iter_mut().enumerate() {
+                        for (v, a) in row.iter_mut().enumerate() {
+                            *a = _mm256_loadu_ps(sums.add(slot(i, v)));
+                        }
                     }
                 }
-            }
-            sum_rows(&mut acc, p.w.add(r0), t.xp.add(q), p.offsets);
-            if !p.last {
+                sum_rows(&mut acc, w, b, p.offsets);
                 for (i, row) in acc.iter().enumerate() {
                     for (v, &a) in row.iter().enumerate() {
                         _mm256_storeu_ps(sums.add(slot(i, v)), a);
                     }
                 }
+            }
+            if !p.last {
                 return;
             }
             // Plain loops: built from closures (`array::map`), the stores' bookkeeping was not
@@ -614,10 +621,10 @@ mod avx2 {
                     *s = (base + shift as isize, (mask >> shift) & 0xff);
                 }
             }
-            for (i, (row, &a)) in acc.iter().zip(&add).enumerate().take(rows) {
+            for (i, &a) in add.iter().enumerate().take(rows) {
                 let yr = p.y.add((r0 + i) * ldy);
-                for (&sum, st) in row.iter().zip(&stores) {
-                    let out = _mm256_add_ps(sum, a);
+                for (v, st) in stores.iter().enumerate() {
+                    let out = _mm256_add_ps(_mm256_loadu_ps(sums.add(slot(i, v))), a);
                     for &(base, bits) in st {
                         store_lanes(yr.wrapping_offset(base), bits, out);
                     }

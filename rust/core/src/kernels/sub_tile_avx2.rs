@@ -96,3 +96,96 @@ pub(super) unsafe fn offset_rows(
         );
     }
 }
+
+/// [`offset_rows`] over sums that live in memory: the 12 vectors at `sums` (`acc[i][v]` at
+/// `(3i + v) · 8`) go into `ymm4`–`ymm15` (zeros when `fresh`), the rows are summed, and the
+/// sums go back. Passed through an array instead, the sums of the direct tiles' chunks made a
+/// round trip through the stack that LLVM wrote as two `memcpy` calls of 384 bytes per
+/// sub-tile, each behind a `vzeroupper`.
+///
+/// # Safety
+/// As for [`offset_rows`]; `sums` holds 96 values, readable unless `fresh`, writable.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn offset_rows_in_place(
+    sums: *mut f32,
+    fresh: bool,
+    w: *const f32,
+    w_step: usize,
+    b: *const f32,
+    offsets: &[usize],
+) {
+    // SAFETY: the caller's contract: every load lies in the rows it names, `sums` holds the
+    // 12 vectors.
+    unsafe {
+        asm!(
+            "test {fresh}, {fresh}",
+            "jz 4f",
+            "vxorps ymm4, ymm4, ymm4",
+            "vxorps ymm5, ymm5, ymm5",
+            "vxorps ymm6, ymm6, ymm6",
+            "vxorps ymm7, ymm7, ymm7",
+            "vxorps ymm8, ymm8, ymm8",
+            "vxorps ymm9, ymm9, ymm9",
+            "vxorps ymm10, ymm10, ymm10",
+            "vxorps ymm11, ymm11, ymm11",
+            "vxorps ymm12, ymm12, ymm12",
+            "vxorps ymm13, ymm13, ymm13",
+            "vxorps ymm14, ymm14, ymm14",
+            "vxorps ymm15, ymm15, ymm15",
+            "jmp 5f",
+            "4:",
+            "vmovups ymm4, ymmword ptr [{s}]",
+            "vmovups ymm5, ymmword ptr [{s} + 32]",
+            "vmovups ymm6, ymmword ptr [{s} + 64]",
+            "vmovups ymm7, ymmword ptr [{s} + 96]",
+            "vmovups ymm8, ymmword ptr [{s} + 128]",
+            "vmovups ymm9, ymmword ptr [{s} + 160]",
+            "vmovups ymm10, ymmword ptr [{s} + 192]",
+            "vmovups ymm11, ymmword ptr [{s} + 224]",
+            "vmovups ymm12, ymmword ptr [{s} + 256]",
+            "vmovups ymm13, ymmword ptr [{s} + 288]",
+            "vmovups ymm14, ymmword ptr [{s} + 320]",
+            "vmovups ymm15, ymmword ptr [{s} + 352]",
+            "5:",
+            "test {n}, {n}",
+            "jz 3f",
+            "2:",
+            "mov {t}, qword ptr [{o}]",
+            "vmovups ymm0, ymmword ptr [{b} + 4*{t}]",
+            "vmovups ymm1, ymmword ptr [{b} + 4*{t} + 32]",
+            "vmovups ymm2, ymmword ptr [{b} + 4*{t} + 64]",
+            row_fmas!(),
+            "add {o}, 8",
+            "add {w}, {ws}",
+            "dec {n}",
+            "jnz 2b",
+            "3:",
+            "vmovups ymmword ptr [{s}], ymm4",
+            "vmovups ymmword ptr [{s} + 32], ymm5",
+            "vmovups ymmword ptr [{s} + 64], ymm6",
+            "vmovups ymmword ptr [{s} + 96], ymm7",
+            "vmovups ymmword ptr [{s} + 128], ymm8",
+            "vmovups ymmword ptr [{s} + 160], ymm9",
+            "vmovups ymmword ptr [{s} + 192], ymm10",
+            "vmovups ymmword ptr [{s} + 224], ymm11",
+            "vmovups ymmword ptr [{s} + 256], ymm12",
+            "vmovups ymmword ptr [{s} + 288], ymm13",
+            "vmovups ymmword ptr [{s} + 320], ymm14",
+            "vmovups ymmword ptr [{s} + 352], ymm15",
+            fresh = in(reg) usize::from(fresh),
+            s = in(reg) sums,
+            n = inout(reg) offsets.len() => _,
+            o = inout(reg) offsets.as_ptr() => _,
+            t = out(reg) _,
+            b = in(reg) b,
+            w = inout(reg) w => _,
+            ws = in(reg) w_step * 4,
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
+            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
+            out("ymm8") _, out("ymm9") _, out("ymm10") _, out("ymm11") _,
+            out("ymm12") _, out("ymm13") _, out("ymm14") _, out("ymm15") _,
+            options(nostack),
+        );
+    }
+}
