@@ -24,22 +24,34 @@ pub(super) fn lanes_of(bits: u16) -> __m256i {
     _mm256_cmpeq_epi32(on, each)
 }
 
-/// Stores `v`'s first `n` lanes at `p` (all 8 from 8 on). A whole vector takes a plain
-/// store: AMD's masked store to memory (`VMASKMOVPS`) is microcoded, a dozen cycles and
-/// more against one, and the first layers of the zoo CNNs (3 channels, few rows of `k`)
-/// spent most of their time in it.
+/// Stores `v`'s first `n` lanes at `p` (all 8 from 8 on), through plain stores: a whole
+/// vector, or runs of 4, 2 and 1 lanes. AMD's masked store to memory (`VMASKMOVPS`) is
+/// microcoded, a dozen cycles and more against one, and the first layers of the zoo CNNs (3
+/// channels, few rows of `k`) spent most of their time in it; the pooling rows' last vectors
+/// went through the stack and a `memcpy` call instead.
 ///
 /// # Safety
 /// The CPU supports AVX2; `p` may be written for the stored lanes.
 #[inline]
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn store_first(p: *mut f32, n: usize, v: __m256) {
-    // SAFETY: the caller's contract.
+    // SAFETY (whole body): the caller's contract; each store writes lanes below n.
     unsafe {
         if n >= LANES8 {
             _mm256_storeu_ps(p, v);
-        } else {
-            _mm256_maskstore_ps(p, first_lanes(n), v);
+            return;
+        }
+        let (mut p, mut x) = (p, _mm256_castps256_ps128(v));
+        if n & 4 != 0 {
+            _mm_storeu_ps(p, x);
+            (p, x) = (p.add(4), _mm256_extractf128_ps::<1>(v));
+        }
+        if n & 2 != 0 {
+            _mm_store_sd(p.cast(), _mm_castps_pd(x));
+            (p, x) = (p.add(2), _mm_movehl_ps(x, x));
+        }
+        if n & 1 != 0 {
+            _mm_store_ss(p, x);
         }
     }
 }
@@ -58,6 +70,38 @@ pub(super) unsafe fn store_lanes(p: *mut f32, bits: u16, v: __m256) {
             0 => {}
             0xff => _mm256_storeu_ps(p, v),
             b => _mm256_maskstore_ps(p, lanes_of(b), v),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `store_first` writes lanes `..n` in order and nothing past them, for every `n`.
+    #[test]
+    fn store_first_writes_the_first_lanes_only() {
+        if !super::super::has_avx2_fma() {
+            return;
+        }
+        for n in 0..=10 {
+            let mut out = [-1.0f32; 12];
+            // SAFETY: AVX2 (checked); out holds 12 values from 2, 8 of them stored at most.
+            unsafe {
+                let v = _mm256_setr_ps(0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0);
+                store_first(out.as_mut_ptr().add(2), n, v);
+            }
+            let kept = n.min(LANES8);
+            let want: Vec<f32> = (0..12)
+                .map(|i| {
+                    if (2..2 + kept).contains(&i) {
+                        (i - 2) as f32
+                    } else {
+                        -1.0
+                    }
+                })
+                .collect();
+            assert_eq!(out[..], want[..], "n = {n}");
         }
     }
 }

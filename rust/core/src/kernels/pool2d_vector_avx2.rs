@@ -10,7 +10,7 @@
 //! give the same bits.
 #![cfg(target_arch = "x86_64")]
 
-use super::lanes8::first_lanes;
+use super::lanes8::{first_lanes, store_first};
 use super::pool::PoolGeom;
 use super::pool2d::{start, Rows};
 use std::arch::x86_64::*;
@@ -40,24 +40,6 @@ unsafe fn step<const MAX: bool>(acc: __m256, v: __m256) -> __m256 {
 #[inline(always)]
 unsafe fn step_masked<const MAX: bool>(acc: __m256, m: __m256i, v: __m256) -> __m256 {
     _mm256_blendv_ps(acc, step::<MAX>(acc, v), _mm256_castsi256_ps(m))
-}
-
-/// Stores the first `n` lanes of `v` at `p` (all 8 when `n` is 8 or more). A masked store
-/// (VMASKMOVPS) took about 20 cycles on this crate's Zen 3 test machine, as long as the taps
-/// of a vector; a short vector goes through the stack instead.
-#[inline(always)]
-unsafe fn store(p: *mut f32, n: usize, v: __m256) {
-    if n >= LANES {
-        // SAFETY: the caller says p[..n] exists, n ≥ 8.
-        unsafe { _mm256_storeu_ps(p, v) }
-    } else {
-        let mut lanes = [0.0f32; LANES];
-        // SAFETY: `lanes` holds 8 values; the caller says p[..n] exists, n < 8.
-        unsafe {
-            _mm256_storeu_ps(lanes.as_mut_ptr(), v);
-            std::ptr::copy_nonoverlapping(lanes.as_ptr(), p, n);
-        }
-    }
 }
 
 /// The even elements of the 16 values `lo ++ hi`, in the order `[0 2 8 10 4 6 12 14]` of
@@ -237,7 +219,7 @@ unsafe fn horizontal<const MAX: bool, const S: usize>(
             acc = _mm256_div_ps(acc, _mm256_mul_ps(r, columns));
         }
         // SAFETY: the row holds ow outputs; lanes past them are not written.
-        unsafe { store(y_row.as_mut_ptr().add(j), ow - j, acc) };
+        unsafe { store_first(y_row.as_mut_ptr().add(j), ow - j, acc) };
     }
 }
 
@@ -384,7 +366,7 @@ pub(super) unsafe fn centred_plane<const MAX: bool>(
             acc = _mm256_div_ps(acc, n);
         }
         // SAFETY: y_p holds il outputs; lanes past them are not written.
-        unsafe { store(yp.add(i), il - i, acc) };
+        unsafe { store_first(yp.add(i), il - i, acc) };
         column = _mm256_add_epi32(column, advance);
         let wrapped = _mm256_cmpgt_epi32(column, last);
         column = _mm256_sub_epi32(column, _mm256_and_si256(wrapped, width));
