@@ -8,7 +8,7 @@
 
 use super::conv::ConvGeom;
 use super::depthwise_vector::{first_lanes, Column, TapTable, LANES_AVX2 as LANES, ROWS};
-use super::lanes8::lanes_of;
+use super::lanes8::{lanes_of, store_first};
 use std::arch::x86_64::*;
 
 /// The even values of `lo` (lanes 0..4), then those of `hi` (4..8).
@@ -144,7 +144,6 @@ unsafe fn one_wide<const H: usize, const K: usize>(
     let half = |n: usize| lanes_of(first_lanes(n.min(LANES)));
     let load = [half(il), half(il.saturating_sub(LANES))];
     let widths = [l.min(LANES), l.saturating_sub(LANES)];
-    let store = widths.map(half);
     for (q, dst) in out.chunks_exact_mut(l).enumerate() {
         let p = p0 + q;
         let ch = p % c;
@@ -178,12 +177,7 @@ unsafe fn one_wide<const H: usize, const K: usize>(
             }
             // SAFETY: half h holds the plane's values h·8.. of `dst`, `widths[h]` of them.
             unsafe {
-                let at = dst.as_mut_ptr().add(h * LANES);
-                if widths[h] == LANES {
-                    _mm256_storeu_ps(at, acc);
-                } else {
-                    _mm256_maskstore_ps(at, store[h], acc);
-                }
+                store_first(dst.as_mut_ptr().add(h * LANES), widths[h], acc);
             }
         }
     }
@@ -208,7 +202,7 @@ unsafe fn one_plane<const K: usize>(
 ) {
     let (c, l, il) = (g.channels, g.out_len(), g.in_len());
     let k = if K > 0 { K } else { index.len() };
-    let (load, store) = (lanes_of(first_lanes(il)), lanes_of(first_lanes(l)));
+    let load = lanes_of(first_lanes(il));
     for (q, dst) in out.chunks_exact_mut(l).enumerate() {
         let p = p0 + q;
         let ch = p % c;
@@ -228,8 +222,8 @@ unsafe fn one_plane<const K: usize>(
         if let Some(b) = bias {
             acc = _mm256_add_ps(acc, _mm256_set1_ps(b[ch]));
         }
-        // SAFETY: the mask covers the plane's l values of `dst`.
-        unsafe { _mm256_maskstore_ps(dst.as_mut_ptr(), store, acc) };
+        // SAFETY: `dst` holds the plane's l values.
+        unsafe { store_first(dst.as_mut_ptr(), l, acc) };
     }
 }
 
@@ -253,19 +247,16 @@ unsafe fn several_planes(
     let spread: [i32; LANES] = std::array::from_fn(|lane| (lane / l.max(1)).min(per - 1) as i32);
     // SAFETY: reads 8 i32 from the array.
     let spread = unsafe { _mm256_loadu_si256(spread.as_ptr().cast()) };
-    let whole = (
-        lanes_of(first_lanes(per * il)),
-        lanes_of(first_lanes(per * l)),
-    );
+    let whole = lanes_of(first_lanes(per * il));
     let planes = out.len() / l;
     for q0 in (0..planes).step_by(per) {
         let n = (planes - q0).min(per);
         let p = p0 + q0;
         let c0 = p % c;
-        let (load, store) = if n == per {
+        let load = if n == per {
             whole
         } else {
-            (lanes_of(first_lanes(n * il)), lanes_of(first_lanes(n * l)))
+            lanes_of(first_lanes(n * il))
         };
         // SAFETY: planes p..p + n of x lie inside it (the caller's lengths); the mask reads
         // only them.
@@ -288,8 +279,8 @@ unsafe fn several_planes(
             acc = _mm256_add_ps(acc, _mm256_permutevar8x32_ps(bv, spread));
         }
         let dst = &mut out[q0 * l..(q0 + n) * l];
-        // SAFETY: the mask covers the n planes' values of `dst`.
-        unsafe { _mm256_maskstore_ps(dst.as_mut_ptr(), store, acc) };
+        // SAFETY: `dst` holds the n planes' values.
+        unsafe { store_first(dst.as_mut_ptr(), n * l, acc) };
     }
 }
 
@@ -366,7 +357,6 @@ pub(super) unsafe fn rows_in_vector(
                     cols,
                     bias,
                     width,
-                    store: lanes_of(first_lanes(width)),
                 };
                 // SAFETY: rows y0.. of vector x0 lie inside the output plane; the columns'
                 // masks keep the reads inside the rows (or `zeros`).
@@ -394,9 +384,8 @@ struct Tile<'a> {
     /// The vector's tap columns.
     cols: &'a [Col],
     bias: Option<__m256>,
-    /// The output lanes that exist: how many, and as a mask.
+    /// The output lanes that exist.
     width: usize,
-    store: __m256i,
 }
 
 impl Tile<'_> {
@@ -478,14 +467,8 @@ impl Tile<'_> {
             if let Some(b) = self.bias {
                 acc = _mm256_add_ps(acc, b);
             }
-            // SAFETY: the caller's contract (a whole vector, or the lanes that exist).
-            unsafe {
-                if self.width == LANES {
-                    _mm256_storeu_ps(dst.add(r * ow), acc);
-                } else {
-                    _mm256_maskstore_ps(dst.add(r * ow), self.store, acc);
-                }
-            }
+            // SAFETY: the caller's contract (the lanes that exist).
+            unsafe { store_first(dst.add(r * ow), self.width, acc) };
         }
     }
 
@@ -556,8 +539,7 @@ impl Tile<'_> {
                 }
             }
         }
-        let store = _mm256_castsi256_si128(self.store);
-        let whole = self.width == LANES / 2;
+
         for (i, mut acc) in acc.into_iter().enumerate().take(pairs) {
             if let Some(b) = self.bias {
                 acc = _mm256_add_ps(acc, b);
@@ -567,11 +549,7 @@ impl Tile<'_> {
                 // SAFETY: the caller's contract; row 2i + 1 is stored only if it exists.
                 unsafe {
                     let row = dst.add((2 * i + r) * ow);
-                    if whole {
-                        _mm_storeu_ps(row, half);
-                    } else {
-                        _mm_maskstore_ps(row, store, half);
-                    }
+                    store_first(row, self.width, _mm256_castps128_ps256(half));
                 }
             }
         }
