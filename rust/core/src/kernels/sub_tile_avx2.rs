@@ -64,44 +64,15 @@ pub(super) unsafe fn offset_rows(
     b: *const f32,
     offsets: &[usize],
 ) {
-    let [[a0, a1, a2], [a3, a4, a5], [a6, a7, a8], [a9, a10, a11]] = acc;
-    // SAFETY: the caller's contract: every load lies in the rows it names.
-    unsafe {
-        asm!(
-            "test {n}, {n}",
-            "jz 3f",
-            "2:",
-            "mov {t}, qword ptr [{o}]",
-            "vmovups ymm0, ymmword ptr [{b} + 4*{t}]",
-            "vmovups ymm1, ymmword ptr [{b} + 4*{t} + 32]",
-            "vmovups ymm2, ymmword ptr [{b} + 4*{t} + 64]",
-            row_fmas!(),
-            "add {o}, 8",
-            "add {w}, {ws}",
-            "dec {n}",
-            "jnz 2b",
-            "3:",
-            n = inout(reg) offsets.len() => _,
-            o = inout(reg) offsets.as_ptr() => _,
-            t = out(reg) _,
-            b = in(reg) b,
-            w = inout(reg) w => _,
-            ws = in(reg) w_step * 4,
-            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
-            inout("ymm4") *a0, inout("ymm5") *a1, inout("ymm6") *a2,
-            inout("ymm7") *a3, inout("ymm8") *a4, inout("ymm9") *a5,
-            inout("ymm10") *a6, inout("ymm11") *a7, inout("ymm12") *a8,
-            inout("ymm13") *a9, inout("ymm14") *a10, inout("ymm15") *a11,
-            options(nostack, readonly),
-        );
-    }
+    // SAFETY: the caller's contract; `acc` is the 12 vectors in that order.
+    unsafe { offset_rows_in_place(acc.as_mut_ptr().cast(), false, w, w_step, b, offsets) }
 }
 
-/// [`offset_rows`] over sums that live in memory: the 12 vectors at `sums` (`acc[i][v]` at
-/// `(3i + v) · 8`) go into `ymm4`–`ymm15` (zeros when `fresh`), the rows are summed, and the
-/// sums go back. Passed through an array instead, the sums of the direct tiles' chunks made a
-/// round trip through the stack that LLVM wrote as two `memcpy` calls of 384 bytes per
-/// sub-tile, each behind a `vzeroupper`.
+/// [`offset_rows`] over sums held at `sums` (`acc[i][v]` at `(3i + v) · 8`): they go into
+/// `ymm4`–`ymm15` (zeros when `fresh`), the rows are summed, and they go back. The direct
+/// tiles keep their sums between chunks of `k` this way: passed to the assembly as values,
+/// they made a round trip through the stack that LLVM wrote as two `memcpy` calls of 384
+/// bytes per sub-tile, each behind a `vzeroupper`.
 ///
 /// # Safety
 /// As for [`offset_rows`]; `sums` holds 96 values, readable unless `fresh`, writable.
