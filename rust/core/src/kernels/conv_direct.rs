@@ -479,7 +479,7 @@ mod avx2 {
     use super::{Tile, MR, TILE};
     use crate::kernels::conv_tiled::avx2::{sum_rows, SUB_POSITIONS, SUB_ROWS, SUB_VECTORS};
     use crate::kernels::lanes8::{store_lanes, LANES8};
-    use crate::kernels::sub_tile_avx2::offset_rows_in_place;
+    use crate::kernels::sub_tile_avx2::offset_rows;
     use std::arch::x86_64::*;
 
     /// Rows of `k` per chunk. A sub-tile reads its rows of the padded image (3 vectors a
@@ -582,8 +582,8 @@ mod avx2 {
         unsafe {
             let (w, b) = (p.w.add(r0), t.xp.add(q));
             if V == SUB_VECTORS {
-                // A full sub-tile's sums stay in `sums` (see `offset_rows_in_place`).
-                offset_rows_in_place(sums, p.first, w, MR, b, p.offsets);
+                // A full sub-tile's sums stay in `sums` (see `offset_rows`).
+                offset_rows(sums, p.first, w, MR, b, p.offsets);
             } else {
                 let mut acc = [[_mm256_setzero_ps(); V]; SUB_ROWS];
                 if !p.first {

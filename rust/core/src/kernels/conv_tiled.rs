@@ -767,12 +767,11 @@ pub(super) mod avx2 {
         b: *const f32,
         offsets: &[usize],
     ) {
-        // SAFETY: the caller's contract; with V = VECTORS, `acc` is a full sub-tile's sums.
+        // SAFETY: the caller's contract; with V = VECTORS, `acc` is a full sub-tile's 12
+        // vectors in the assembly loop's order.
         unsafe {
             if V == SUB_VECTORS {
-                let full =
-                    &mut *(acc as *mut [[__m256; V]; SUB_ROWS]).cast::<sub_tile_avx2::Sums>();
-                sub_tile_avx2::offset_rows(full, w, MR, b, offsets);
+                sub_tile_avx2::offset_rows(acc.as_mut_ptr().cast(), false, w, MR, b, offsets);
             } else {
                 for (r, &off) in offsets.iter().enumerate() {
                     panel_row(acc, w.add(r * MR), b.add(off));

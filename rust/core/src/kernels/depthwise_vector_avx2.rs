@@ -539,7 +539,6 @@ impl Tile<'_> {
                 }
             }
         }
-
         for (i, mut acc) in acc.into_iter().enumerate().take(pairs) {
             if let Some(b) = self.bias {
                 acc = _mm256_add_ps(acc, b);

@@ -13,15 +13,11 @@
 #![cfg(target_arch = "x86_64")]
 
 use std::arch::asm;
-use std::arch::x86_64::__m256;
 
 /// Filters per sub-tile.
 pub(super) const ROWS: usize = 4;
 /// Vectors of 8 positions per sub-tile.
 pub(super) const VECTORS: usize = 3;
-
-/// The sums of one full sub-tile: `acc[i][v]`, filter `i`, vector `v`.
-pub(super) type Sums = [[__m256; VECTORS]; ROWS];
 
 /// One row's 12 FMAs: the row's positions in `ymm0..ymm2`, filter `i`'s value broadcast
 /// from `[{w} + 4i]` into `ymm3`, sums `acc[i][v]` in `ymm(4 + 3i + v)`.
@@ -49,36 +45,19 @@ macro_rules! row_fmas {
 }
 
 /// `acc[i][v] += Σ_r w[r·w_step + i] · b[offsets[r] + 8v + lane]` over the rows of `offsets`
-/// in order: for the direct path each row is a shifted run of the padded image, for the tiled
-/// path a row of its packed block (offsets `r · TILE`).
+/// in order, the sums `acc[i][v]` held at `sums + (3i + v) · 8`: for the direct path each row
+/// is a shifted run of the padded image, for the tiled path a row of its packed block
+/// (offsets `r · TILE`). The sums go into `ymm4`–`ymm15` (zeros when `fresh`), the rows are
+/// summed, and they go back. Passed to the assembly as values instead, the direct tiles' sums
+/// made a round trip through the stack between chunks of `k` that LLVM wrote as two `memcpy`
+/// calls of 384 bytes per sub-tile, each behind a `vzeroupper`.
 ///
 /// # Safety
 /// The CPU supports AVX2 and FMA; for every row `r`, `w + r·w_step` holds 4 values and
-/// `b + offsets[r]` 24.
+/// `b + offsets[r]` 24; `sums` holds 96 values, readable unless `fresh`, writable.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 pub(super) unsafe fn offset_rows(
-    acc: &mut Sums,
-    w: *const f32,
-    w_step: usize,
-    b: *const f32,
-    offsets: &[usize],
-) {
-    // SAFETY: the caller's contract; `acc` is the 12 vectors in that order.
-    unsafe { offset_rows_in_place(acc.as_mut_ptr().cast(), false, w, w_step, b, offsets) }
-}
-
-/// [`offset_rows`] over sums held at `sums` (`acc[i][v]` at `(3i + v) · 8`): they go into
-/// `ymm4`–`ymm15` (zeros when `fresh`), the rows are summed, and they go back. The direct
-/// tiles keep their sums between chunks of `k` this way: passed to the assembly as values,
-/// they made a round trip through the stack that LLVM wrote as two `memcpy` calls of 384
-/// bytes per sub-tile, each behind a `vzeroupper`.
-///
-/// # Safety
-/// As for [`offset_rows`]; `sums` holds 96 values, readable unless `fresh`, writable.
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-pub(super) unsafe fn offset_rows_in_place(
     sums: *mut f32,
     fresh: bool,
     w: *const f32,
