@@ -249,7 +249,7 @@ fn depthwise_phases_match_the_naive_sum() {
 /// The AVX-512 or AVX2 depthwise kernels (`depthwise_vector`) against the stacked one, bit for
 /// bit (they sum the same taps in the same order), and against the naive sum: whole planes
 /// in a vector (4×4, 2×2 with several planes per vector whose channels wrap into the next
-/// sample, 1×1, stride 2 from 4×4, uneven pads), rows in vectors (7 to 56 wide, stride 2
+/// sample, 1×1, stride 2 from 4×4, uneven pads), rows in vectors (7 to 112 wide, stride 2
 /// columns, stride 2 and 3 rows, dilation, a 5×4 window; narrow stride-2 rows in pairs), at
 /// batch 1 and in parallel, with bias and relu.
 #[test]
@@ -338,6 +338,24 @@ fn narrow_depthwise_kernels_match_the_stacked_one() {
         ),
         (
             dw(4, 16, [1, 56, 56], [1, 3, 3], [1; 3], [1; 3], pad1),
+            VectorKernel::RowsInVector,
+        ),
+        // stride-2 rows through split rows: taps 3 and 1 columns left of the row (dilation
+        // 2, pad 3), a row ending in an odd column, and MobileNet's 3×3 at 112²
+        (
+            dw(
+                2,
+                3,
+                [1, 11, 37],
+                [1, 3, 5],
+                [1, 2, 2],
+                [1, 1, 2],
+                [0, 1, 3],
+            ),
+            VectorKernel::RowsInVector,
+        ),
+        (
+            dw(1, 4, [1, 112, 112], [1, 3, 3], [1, 2, 2], [1; 3], pad1),
             VectorKernel::RowsInVector,
         ),
         // stride-2 rows of at most 8 values, two to a vector: whole tiles of 8 rows, 7 rows

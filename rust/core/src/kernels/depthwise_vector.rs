@@ -6,10 +6,11 @@
 //!   (zeros where the window hangs over the padding) times the planes' weights.
 //! - **Rows in vectors** (column stride 1 or 2, any width): each output row is one or more
 //!   vectors and each tap one masked load of an input row (stride 2 keeps every other value
-//!   of two loads); four rows run side by side so the sums do not wait on each other. A
-//!   plane's weights are broadcast once, the input rows of each tile chosen once (a row of
-//!   zeros over the padding), and 3×3 windows get fully unrolled taps. Stride-2 rows of at
-//!   most half a vector go two to a vector.
+//!   of two loads; with AVX2, one load from the row split by column parity); four rows run
+//!   side by side so the sums do not wait on each other. A plane's weights are broadcast
+//!   once, the input rows of each tile chosen once (a row of zeros over the padding), and
+//!   3×3 windows get fully unrolled taps. Stride-2 rows of at most half a vector go two to a
+//!   vector.
 //!
 //! The stacked-plane layout of `depthwise::stack_forward` (for other CPUs and strides)
 //! spends more on its padded copies, per-row moves and passes over an accumulator than on

@@ -1,14 +1,16 @@
 //! `depthwise_vector`'s kernels with AVX2 vectors of 8 lanes, for CPUs without AVX-512 (any
 //! x86-64-v3 one: AVX2 and FMA). The tables are the same, built for 8 lanes; the lane masks
 //! of AVX-512 become integer lanes (`_mm256_maskload_ps`, whose masked-off lanes do not
-//! fault either), and its two-source permutations a permutation and a mask (planes) or a
-//! shuffle of two loads (stride-2 rows). Each value sees the same multiplies and adds in the
-//! same order as there (never fused: FMA is enabled only as part of the CPU level), so all
-//! paths give the same bits.
+//! fault either), and its two-source permutations a permutation and a mask (planes), a
+//! shuffle of two loads (stride-2 rows of at most 4 values) or one load from input rows
+//! split by column parity (wider stride-2 rows, see `SplitRows`). Each value sees the same
+//! multiplies and adds in the same order as there (never fused: FMA is enabled only as part
+//! of the CPU level), so all paths give the same bits.
 
 use super::conv::ConvGeom;
 use super::depthwise_vector::{first_lanes, Column, TapTable, LANES_AVX2 as LANES, ROWS};
 use super::lanes8::{lanes_of, store_first};
+use super::scratch::Scratch;
 use std::arch::x86_64::*;
 
 /// The even values of `lo` (lanes 0..4), then those of `hi` (4..8).
@@ -290,6 +292,130 @@ struct Col {
     masks: [__m256i; 2],
 }
 
+/// The odd values of `lo` (lanes 0..4), then those of `hi` (4..8).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn odds(lo: __m256, hi: __m256) -> __m256 {
+    let mixed = _mm256_shuffle_ps::<0b11_01_11_01>(lo, hi);
+    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
+        mixed,
+    )))
+}
+
+/// The 8 values of `row` from column `from` on, 0 where a column is outside the row (a
+/// masked load only at the row's ends).
+///
+/// # Safety
+/// AVX2.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn load_in_row(row: &[f32], from: isize) -> __m256 {
+    let len = row.len();
+    if from >= 0 && from as usize + LANES <= len {
+        // SAFETY: the 8 values lie in the row.
+        return unsafe { _mm256_loadu_ps(row.as_ptr().offset(from)) };
+    }
+    let at = _mm256_add_epi32(
+        _mm256_set1_epi32(from as i32),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    );
+    let from_start = _mm256_cmpgt_epi32(at, _mm256_set1_epi32(-1));
+    let before_end = _mm256_cmpgt_epi32(_mm256_set1_epi32(len as i32), at);
+    // SAFETY: only the lanes inside the row are read; masked-off ones do not fault.
+    unsafe {
+        _mm256_maskload_ps(
+            row.as_ptr().wrapping_offset(from),
+            _mm256_and_si256(from_start, before_end),
+        )
+    }
+}
+
+/// Input rows split by column parity for stride-2 columns, so that each tap reads its 8
+/// values with one load instead of two loads and a shuffle: input row `iy` becomes its even
+/// columns, then its odd ones, each run `width` values long with `lead` zeros before it and
+/// zeros after. Column `2i + q` of the row is then value `lead + i + ⌊q/2⌋` of run `q mod 2`.
+/// Each input value is shuffled once here, where the two-load reads shuffled it once per
+/// tap column and output row that saw it (4.5 times in a 3×3 window).
+struct SplitRows {
+    /// Zeros before each run: the most any tap column reaches left of the row.
+    lead: usize,
+    /// Values per run: the lead, the row's half, and what the last vector reads past it, in
+    /// whole vectors.
+    width: usize,
+    /// The plane's rows, `2 · width` values each (on loan: with a task of one plane, as
+    /// MobileNet's widest layers make, a fresh zeroed buffer per plane cost a tenth of the
+    /// layer).
+    rows: Scratch,
+    /// A row of zeros (for rows over the padding).
+    zeros: Vec<f32>,
+}
+
+impl SplitRows {
+    /// The layout for `g` with `cols` its row columns (for 8 lanes, stride 2).
+    fn new(g: &ConvGeom, cols: &[Column]) -> SplitRows {
+        let [_, ih, iw] = g.input;
+        let lead = cols
+            .iter()
+            .map(|c| (-c.offset.div_euclid(2)).max(0) as usize)
+            .max()
+            .unwrap_or(0);
+        // A vector at split index `offset / 2` reads 8 values from there.
+        let reach = cols
+            .iter()
+            .map(|c| c.offset.div_euclid(2) + LANES as isize)
+            .max()
+            .unwrap_or(0)
+            .max(0) as usize;
+        // Whole vectors, as `split` writes them.
+        let width = (lead + reach.max(iw.div_ceil(2))).next_multiple_of(LANES);
+        SplitRows {
+            lead,
+            width,
+            rows: Scratch::take(ih * 2 * width),
+            zeros: vec![0.0; 2 * width],
+        }
+    }
+
+    /// Where column `c` (a stride-2 row column) reads in a split row.
+    fn offset(&self, c: &Column) -> isize {
+        let parity = c.offset.rem_euclid(2) as usize;
+        (parity * self.width + self.lead) as isize + c.offset.div_euclid(2)
+    }
+
+    /// Splits the rows of `plane` (`ih` rows of `iw`) into [`SplitRows::rows`], zeros
+    /// around each run included: vector `j` of both runs comes from the same two loads (of
+    /// 16 input values, masked where they pass the row's ends), so every value of the runs
+    /// is written once, in order.
+    ///
+    /// # Safety
+    /// AVX2; `plane` holds `ih · iw` values for the `ih` of [`SplitRows::new`].
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn split(&mut self, plane: &[f32], iw: usize) {
+        let (lead, width) = (self.lead as isize, self.width);
+        for (src, dst) in plane
+            .chunks_exact(iw)
+            .zip(self.rows.chunks_exact_mut(2 * width))
+        {
+            let (even, odd) = dst.split_at_mut(width);
+            for (j, (e, o)) in even
+                .chunks_exact_mut(LANES)
+                .zip(odd.chunks_exact_mut(LANES))
+                .enumerate()
+            {
+                // Value i of the runs' vector j: columns 2(8j + i − lead) and that + 1.
+                let from = 2 * (LANES * j) as isize - 2 * lead;
+                // SAFETY: each run's vector j holds 8 values; the loads read inside the row.
+                unsafe {
+                    let lo = load_in_row(src, from);
+                    let hi = load_in_row(src, from + LANES as isize);
+                    _mm256_storeu_ps(e.as_mut_ptr(), evens(lo, hi));
+                    _mm256_storeu_ps(o.as_mut_ptr(), odds(lo, hi));
+                }
+            }
+        }
+    }
+}
+
 /// `depthwise_vector`'s `rows_in_vector` in 8 lanes: each output row one vector or more
 /// (`columns` from `row_columns` for 8 lanes), the sum over the taps in order, then the
 /// bias; tiles of [`ROWS`] output rows (stride-2 rows of at most 4 values: 2·[`ROWS`], two
@@ -313,16 +439,27 @@ pub(super) unsafe fn rows_in_vector(
     let [_, kh, kw] = g.kernel;
     let (sh, dh, ph) = (g.stride[1], g.dilate[1], g.pad[1]);
     let (c, l, il, k) = (g.channels, g.out_len(), g.in_len(), g.kernel_len());
-    let cols: Vec<Col> = columns
-        .iter()
-        .map(|col| Col {
-            offset: col.offset,
-            masks: [lanes_of(col.masks[0]), lanes_of(col.masks[1])],
-        })
-        .collect();
     let zeros = vec![0.0f32; iw];
     let stride2 = g.stride[2] == 2;
     let paired = stride2 && ow <= LANES / 2;
+    // Stride-2 rows of a vector or more read split rows instead, through the stride-1 loads
+    // (every lane read: the runs' zeros cover the padding, the lanes past the row are not
+    // stored).
+    let mut split = (stride2 && !paired).then(|| SplitRows::new(g, columns));
+    let shuffled = stride2 && split.is_none();
+    let cols: Vec<Col> = columns
+        .iter()
+        .map(|col| match &split {
+            Some(s) => Col {
+                offset: s.offset(col),
+                masks: [lanes_of(u16::MAX), lanes_of(0)],
+            },
+            None => Col {
+                offset: col.offset,
+                masks: [lanes_of(col.masks[0]), lanes_of(col.masks[1])],
+            },
+        })
+        .collect();
     let tile_rows = if paired { 2 * ROWS } else { ROWS };
     let mut rows = vec![zeros.as_ptr(); tile_rows * kh];
     let mut wv = vec![_mm256_setzero_ps(); k];
@@ -335,14 +472,23 @@ pub(super) unsafe fn rows_in_vector(
             *v = _mm256_set1_ps(wt);
         }
         let bias = bias.map(|b| _mm256_set1_ps(b[ch]));
+        // Input rows: the plane's, or its split rows.
+        let (plane, zero_row, row_len) = match &mut split {
+            Some(s) => {
+                // SAFETY: the plane holds `ih · iw` values (the caller's contract).
+                unsafe { s.split(&x[p * il..(p + 1) * il], iw) };
+                (s.rows.as_ptr(), s.zeros.as_ptr(), 2 * s.width)
+            }
+            None => (plane, zeros.as_ptr(), iw),
+        };
         for y0 in (0..oh).step_by(tile_rows) {
             for (r, window) in rows.chunks_exact_mut(kh).enumerate() {
                 for (a, row) in window.iter_mut().enumerate() {
                     let iy = ((y0 + r) * sh + a * dh) as isize - ph as isize;
                     *row = if iy < 0 || iy as usize >= ih {
-                        zeros.as_ptr()
+                        zero_row
                     } else {
-                        plane.wrapping_add(iy as usize * iw)
+                        plane.wrapping_add(iy as usize * row_len)
                     };
                 }
             }
@@ -365,8 +511,8 @@ pub(super) unsafe fn rows_in_vector(
                     match (paired, square3) {
                         (true, true) => tile.pairs_left::<3>(left, dst, ow),
                         (true, false) => tile.pairs_left::<0>(left, dst, ow),
-                        (false, true) => tile.rows_left::<3>(left, stride2, dst, ow),
-                        (false, false) => tile.rows_left::<0>(left, stride2, dst, ow),
+                        (false, true) => tile.rows_left::<3>(left, shuffled, dst, ow),
+                        (false, false) => tile.rows_left::<0>(left, shuffled, dst, ow),
                     }
                 }
             }
