@@ -17,8 +17,22 @@ use std::arch::x86_64::*;
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn evens(lo: __m256, hi: __m256) -> __m256 {
-    // Per 128-bit half: values 0 and 2 of lo's half, then of hi's.
-    let mixed = _mm256_shuffle_ps::<0b10_00_10_00>(lo, hi);
+    every_other::<0b10_00_10_00>(lo, hi)
+}
+
+/// The odd values of `lo` (lanes 0..4), then those of `hi` (4..8).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn odds(lo: __m256, hi: __m256) -> __m256 {
+    every_other::<0b11_01_11_01>(lo, hi)
+}
+
+/// Every other value of `lo`, then of `hi`: the values `PICK` selects from each 128-bit
+/// half (values 0 and 2 of lo's half, then of hi's, for the evens).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+fn every_other<const PICK: i32>(lo: __m256, hi: __m256) -> __m256 {
+    let mixed = _mm256_shuffle_ps::<PICK>(lo, hi);
     // Its pairs (lo 0-2, hi 0-2, lo 4-6, hi 4-6) into order.
     _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
         mixed,
@@ -290,16 +304,6 @@ unsafe fn several_planes(
 struct Col {
     offset: isize,
     masks: [__m256i; 2],
-}
-
-/// The odd values of `lo` (lanes 0..4), then those of `hi` (4..8).
-#[inline]
-#[target_feature(enable = "avx2,fma")]
-fn odds(lo: __m256, hi: __m256) -> __m256 {
-    let mixed = _mm256_shuffle_ps::<0b11_01_11_01>(lo, hi);
-    _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(
-        mixed,
-    )))
 }
 
 /// The 8 values of `row` from column `from` on, 0 where a column is outside the row (a
