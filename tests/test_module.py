@@ -394,3 +394,49 @@ def test_wide_inference_in_sample_blocks_matches_one_sample_at_a_time():
     m.reshape(mod, [("data", (4, 3, 320, 320))])
     got = m.outputs_merged(m.forward(mod, {"data": [x[4:8]]}))[0].asnumpy()
     np.testing.assert_allclose(got, want[4:8], rtol=1e-4, atol=1e-6)
+
+
+def _preactivated_conv():
+    # BatchNorm + ReLU before the convolution (run inside it, mapping its input) and after it
+    # (folded into its weight, the ReLU fused): DenseNet's and ResNet v2's pattern.
+    x = sym.variable("data")
+    x = sym.activation(sym.batch_norm(x, name="bn0", fix_gamma=False, eps=1e-3), act_type="relu")
+    c = sym.convolution(x, num_filter=64, kernel=(3, 3), pad=(1, 1), name="c1")
+    return sym.activation(sym.batch_norm(c, name="bn1", fix_gamma=False, eps=1e-3), act_type="relu")
+
+
+def _batch_norm(x, gamma, beta, mean, var):
+    s = (gamma / np.sqrt(var + 1e-3))[None, :, None, None]
+    return (x - mean[None, :, None, None]) * s + beta[None, :, None, None]
+
+
+def test_inference_3x3_convolution_as_winograd_products_matches_the_direct_sum(monkeypatch):
+    # 2 × 16 channels at 16² into 64 filters: 128 tiles of 2×2 outputs, enough for the
+    # Winograd kernels (kernels/conv_winograd.rs, runs_winograd); MXFN_WINOGRAD=0 keeps the
+    # direct ones. Both agree with float64 sums within float32 rounding, and differ from each
+    # other in the last bits (the switch is read when the bind first runs).
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (2, 16, 16, 16)).astype(np.float32)
+    arg = {"bn0_gamma": rng.uniform(0.5, 1.5, 16), "bn0_beta": rng.uniform(-0.5, 0.5, 16),
+           "c1_weight": rng.normal(0, 0.1, (64, 16, 3, 3)), "c1_bias": rng.normal(0, 0.1, 64),
+           "bn1_gamma": rng.uniform(0.5, 1.5, 64), "bn1_beta": rng.uniform(-0.5, 0.5, 64)}
+    aux = {"bn0_moving_mean": rng.normal(0, 0.2, 16), "bn0_moving_var": rng.uniform(0.5, 2, 16),
+           "bn1_moving_mean": rng.normal(0, 0.2, 64), "bn1_moving_var": rng.uniform(0.5, 2, 64)}
+    to_nd = lambda d: {k: mx.nd.array(v.astype(np.float32)) for k, v in d.items()}
+    f32 = lambda v: v.astype(np.float32).astype(np.float64)
+    a = np.maximum(_batch_norm(x.astype(np.float64), *(f32(arg[k]) for k in ("bn0_gamma", "bn0_beta")),
+                               *(f32(aux[k]) for k in ("bn0_moving_mean", "bn0_moving_var"))), 0)
+    padded = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    conv = np.einsum("ncyxij,fcij->nfyx", windows, f32(arg["c1_weight"])) + f32(arg["c1_bias"])[None, :, None, None]
+    want = np.maximum(_batch_norm(conv, *(f32(arg[k]) for k in ("bn1_gamma", "bn1_beta")),
+                                  *(f32(aux[k]) for k in ("bn1_moving_mean", "bn1_moving_var"))), 0)
+    got = {}
+    for switch in ("1", "0"):
+        monkeypatch.setenv("MXFN_WINOGRAD", switch)
+        mod = m.bind(m.module(_preactivated_conv(), label_names=[]), data_shapes=[("data", x.shape)],
+                     for_training=False)
+        m.init_params(mod, arg_params=to_nd(arg), aux_params=to_nd(aux))
+        got[switch] = m.outputs_merged(m.forward(mod, {"data": [x]}))[0].asnumpy()
+        np.testing.assert_allclose(got[switch], want, rtol=1e-4, atol=1e-5)
+    assert not np.array_equal(got["1"], got["0"])

@@ -36,7 +36,7 @@ const NV: usize = 3;
 /// Float32 lanes per vector.
 pub(super) const LANES: usize = 16;
 /// Positions per full tile.
-const TILE: usize = NV * LANES;
+pub(super) const TILE: usize = NV * LANES;
 /// Rows of `k` per block at most: a tile's block of `B` (`KC × TILE` values, 24 KB) stays in
 /// the core's L1 while every panel passes over it (256 rows measured no better).
 const KC: usize = 128;
@@ -169,7 +169,7 @@ pub struct InputMap<'a> {
 
 impl InputMap<'_> {
     /// The map has a factor and an offset for each of `channels` channels.
-    fn check(&self, channels: usize) -> Result<()> {
+    pub(super) fn check(&self, channels: usize) -> Result<()> {
         if self.scale.len() != channels || self.shift.len() != channels {
             return Err(Error::invalid(
                 "conv forward: input map",
@@ -434,9 +434,60 @@ fn tiled_product(
 }
 
 /// Blocks of `k` of at most [`KC`] rows, sizes differing by at most one.
-fn k_blocks(k: usize) -> impl Iterator<Item = Range<usize>> {
+pub(super) fn k_blocks(k: usize) -> impl Iterator<Item = Range<usize>> {
     let count = k.div_ceil(KC).max(1);
     (0..count).map(move |i| i * k / count..(i + 1) * k / count)
+}
+
+/// One register tile over a block packed as [`product_part`] packs it, for kernels that
+/// build their own blocks (`conv_winograd`): `y[i · ldy + j] = Σ_r w[r · MR + i] ·
+/// block[r · TILE + j]` over rows `r < kc`, added to `y`'s values unless `first`, for
+/// filters `i < rows` and positions `j < n`.
+///
+/// # Safety
+/// The CPU has `isa`; `w` holds `kc` rows of [`MR`] values, `block` `kc` rows of [`TILE`],
+/// `y` the tile's `rows` rows `ldy` apart; `kc ≤ KC`, `n ≤ TILE`, `rows ≤ MR`.
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn panel_tile(
+    isa: Isa,
+    w: *const f32,
+    block: *const f32,
+    kc: usize,
+    n: usize,
+    rows: usize,
+    first: bool,
+    y: *mut f32,
+    ldy: usize,
+) {
+    assert!(kc <= KC && n <= TILE && rows <= MR, "panel tile: sizes");
+    let tile = Tile {
+        w,
+        block,
+        kc,
+        n,
+        rows,
+        first,
+        bias: None,
+    };
+    // SAFETY: the caller's contract.
+    unsafe { tile_on(isa, &tile, y, ldy) }
+}
+
+/// One tile in the registers `isa` names, else in plain loops.
+///
+/// # Safety
+/// The CPU has `isa`; `tile_plain`'s contract.
+unsafe fn tile_on(isa: Isa, t: &Tile, y: *mut f32, ldy: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match isa {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => avx512::tile(t, y, ldy),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => avx2::tile(t, y, ldy),
+            _ => tile_plain(t, y, ldy),
+        }
+    }
 }
 
 /// One tile's place: its panel's rows of the block, the packed block of `B`, the block's
@@ -492,16 +543,7 @@ unsafe fn product_part(
                 };
                 // SAFETY: the tile's outputs (rows f0.., positions q..q + n) lie inside `y`
                 // (the caller's contract); its panel rows and block were built to size.
-                unsafe {
-                    let yt = y.add(f0 * l + q);
-                    match isa {
-                        #[cfg(target_arch = "x86_64")]
-                        Isa::Avx512 => avx512::tile(&tile, yt, l),
-                        #[cfg(target_arch = "x86_64")]
-                        Isa::Avx2 => avx2::tile(&tile, yt, l),
-                        _ => tile_plain(&tile, yt, l),
-                    }
-                }
+                unsafe { tile_on(isa, &tile, y.add(f0 * l + q), l) };
             }
             let first = run_ending_at(&ts, t, run).filter(|_| last);
             if let (Some(e), Some(first)) = (epilogue, first) {

@@ -12,6 +12,8 @@ mod conv_packed_avx2;
 mod conv_pointwise;
 pub mod conv_tiled;
 mod conv_trim;
+pub mod conv_winograd;
+mod conv_winograd_avx2;
 pub mod copy;
 pub mod dense;
 mod depthwise;

@@ -236,3 +236,31 @@ pub const INFERENCE_POOL_PASS_FROM: std::time::Duration = std::time::Duration::f
 /// at batch 1 goes back should a slow pass have sent it (a training pass's return bar, half
 /// its threshold, kept it there).
 pub const INFERENCE_POOL_BACK_BELOW: std::time::Duration = std::time::Duration::from_micros(240);
+
+/// Channels from which a 3×3 stride-1 inference convolution runs as Winograd products
+/// (`kernels::conv_winograd`): each tile's input transform costs about as much per channel
+/// as a product over a few filters.
+pub const WINOGRAD_MIN_CHANNELS: usize = 16;
+
+/// Filters from which a 3×3 stride-1 inference convolution runs as Winograd products: the
+/// output transform per filter and tile weighs against products over few channels.
+pub const WINOGRAD_MIN_FILTERS: usize = 16;
+
+/// 2×2 output tiles (over the whole batch) from which a 3×3 stride-1 inference convolution
+/// runs as Winograd products: with fewer, its transformed weight (16 values per filter and
+/// channel against 9) streams through for too few products.
+pub const WINOGRAD_MIN_TILES: usize = 96;
+
+/// Output height or width, when odd, from which a 3×3 stride-1 convolution runs as Winograd
+/// products: an odd side's last tiles compute a row or column of outputs that is thrown
+/// away, a seventh of the work at 13 (SqueezeNet's 48 → 192 at 13², batch 16, ran 10%
+/// slower as Winograd products).
+pub const WINOGRAD_ODD_MIN_SIDE: usize = 21;
+
+/// Filters below which a 3×3 stride-1 convolution runs as Winograd products only over rows
+/// of [`WINOGRAD_FEW_FILTERS_MIN_WIDTH`] outputs or more: DenseNet's 128 → 32 ran 15% faster
+/// at 56², 6% at 28², and 17% slower at 14² (batch 16).
+pub const WINOGRAD_FEW_FILTERS: usize = 64;
+
+/// See [`WINOGRAD_FEW_FILTERS`].
+pub const WINOGRAD_FEW_FILTERS_MIN_WIDTH: usize = 28;

@@ -13,6 +13,7 @@ use crate::kernels::conv::{
 };
 use crate::kernels::conv_packed::PackedFilters;
 use crate::kernels::conv_tiled::FilterPanels;
+use crate::kernels::conv_winograd::{conv_forward_winograd, runs_winograd, WinogradFilters};
 use crate::kernels::par::overwritten;
 use crate::kernels::unary::AffineAct;
 use crate::tensor::NDArray;
@@ -40,6 +41,19 @@ struct ConvPrepared {
     packed: Option<PackedFilters>,
     /// The (folded) weight packed for [`conv_forward_tiled`], when the geometry runs it.
     tiled: Option<FilterPanels>,
+    /// The (folded) weight transformed for [`conv_forward_winograd`], when the geometry runs
+    /// it.
+    winograd: Option<WinogradFilters>,
+}
+
+/// The environment switch that keeps 3×3 convolutions off the Winograd kernels ("0"), for
+/// results nearer the direct sums' bits (they differ in the last bits).
+pub const WINOGRAD_ENV: &str = "MXFN_WINOGRAD";
+
+/// Whether [`WINOGRAD_ENV`] allows the Winograd kernels (read at each prepare, so a bind
+/// after changing it follows it).
+fn winograd_allowed() -> bool {
+    std::env::var(WINOGRAD_ENV).map_or(true, |v| v.trim() != "0")
 }
 
 const LAYOUTS: &[&str] = &["None", "NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC"];
@@ -416,8 +430,8 @@ impl Conv {
     }
 
     /// [`Operator::prepare`], or with `mapped` [`Operator::prepare_mapped`]: a mapped input
-    /// is read by the tiled kernels alone (they map each value as they gather it), for the
-    /// geometries of [`tiles_mapped`].
+    /// is read by the tiled and Winograd kernels alone (they map each value as they gather
+    /// it), for the geometries of [`tiles_mapped`] and [`runs_winograd`].
     fn prepare_for(
         &self,
         ctx: &OpCtx,
@@ -435,12 +449,15 @@ impl Conv {
         // The packed kernels run without the taps that only read padding (a 3×3 window over
         // a 1×1 image keeps its centre): their weight is cut once here.
         let g = live_geometry(&full);
+        // Winograd's input transform maps the input as it reads it, like the tiled gathers.
+        let wino = runs_winograd(&g) && winograd_allowed();
         let (pack, tile) = match mapped {
+            _ if wino => (false, false),
             true if tiles_mapped(&g) => (false, true),
             true => return None,
             false => (packs_weight(&g), tiles_weight(&g)),
         };
-        if affine.is_none() && !pack && !tile {
+        if affine.is_none() && !pack && !tile && !wino {
             return None;
         }
         let prepare = || -> Result<Prepared> {
@@ -469,22 +486,25 @@ impl Conv {
             let w = cut.map_or(w, Cow::Owned);
             let packed = pack.then(|| PackedFilters::new(&w, self.num_filter, g.col_rows()));
             let tiled = tile.then(|| FilterPanels::new(&w, self.num_filter, g.col_rows()));
+            let winograd = wino.then(|| WinogradFilters::new(&w, self.num_filter, g.channels));
             Ok(Arc::new(ConvPrepared {
                 // A packed copy is all the kernels read.
-                weight: match (packed.is_some() || tiled.is_some(), w) {
+                weight: match (pack || tile || wino, w) {
                     (false, Cow::Owned(w)) => Some(w),
                     _ => None,
                 },
                 bias,
                 packed,
                 tiled,
+                winograd,
             }))
         };
         Some(prepare())
     }
 
-    /// The forward pass from prepared parameters, the data mapped by `map` as the tiled
-    /// kernels read it (a state made for a mapped input has a tiled weight, and no other).
+    /// The forward pass from prepared parameters, the data mapped by `map` as the tiled and
+    /// Winograd kernels read it (a state made for a mapped input has one of their weights,
+    /// and no other).
     fn run_prepared(
         &self,
         ctx: &OpCtx,
@@ -502,12 +522,16 @@ impl Conv {
         };
         // A packed weight: its kernel writes the whole output (then the epilogue).
         type Packed<'a> = &'a dyn Fn(&ConvGeom, &[f32], &mut [f32]) -> Result<()>;
-        let packed: Option<Packed> = match (&p.packed, &p.tiled) {
-            (Some(w), _) if map.is_none() => Some(&|g, x, y| {
+        let packed: Option<Packed> = match (&p.winograd, &p.packed, &p.tiled) {
+            (Some(w), _, _) => Some(&|g, x, y| {
+                let e = epilogue.map(|e| over_output(e, y));
+                conv_forward_winograd(g, x, map, w, bias, y, e.as_ref().map(|e| e as _))
+            }),
+            (None, Some(w), _) if map.is_none() => Some(&|g, x, y| {
                 let e = epilogue.map(|e| over_output(e, y));
                 conv_forward_packed(g, x, w, bias, y, e.as_ref().map(|e| e as _))
             }),
-            (_, Some(w)) => Some(&|g, x, y| {
+            (None, _, Some(w)) => Some(&|g, x, y| {
                 let e = epilogue.map(|e| over_output(e, y));
                 conv_forward_tiled(g, x, map, w, bias, y, e.as_ref().map(|e| e as _))
             }),
@@ -523,7 +547,7 @@ impl Conv {
             let (g, out_shape) = self.geometry(ctx.node, data.shape())?;
             let g = live_geometry(&g);
             let x = data.f32s_named(|| format!("{}: data", self.op))?;
-            // SAFETY: both packed kernels write the whole output.
+            // SAFETY: the packed, tiled and Winograd kernels write the whole output.
             let y = unsafe { overwritten(out_shape.iter().product(), |y| run(&g, x, y)) }?;
             return Ok(vec![NDArray::from_f32(&out_shape, y)?]);
         }
