@@ -439,45 +439,16 @@ pub(super) fn k_blocks(k: usize) -> impl Iterator<Item = Range<usize>> {
     (0..count).map(move |i| i * k / count..(i + 1) * k / count)
 }
 
-/// One register tile over a block packed as [`product_part`] packs it, for kernels that
-/// build their own blocks (`conv_winograd`): `y[i · ldy + j] = Σ_r w[r · MR + i] ·
-/// block[r · TILE + j]` over rows `r < kc`, added to `y`'s values unless `first`, for
-/// filters `i < rows` and positions `j < n`.
+/// One tile in the registers `isa` names, else in plain loops (also for kernels that build
+/// their own blocks, `conv_winograd`).
 ///
 /// # Safety
-/// The CPU has `isa`; `w` holds `kc` rows of [`MR`] values, `block` `kc` rows of [`TILE`],
-/// `y` the tile's `rows` rows `ldy` apart; `kc ≤ KC`, `n ≤ TILE`, `rows ≤ MR`.
-#[allow(clippy::too_many_arguments)]
-pub(super) unsafe fn panel_tile(
-    isa: Isa,
-    w: *const f32,
-    block: *const f32,
-    kc: usize,
-    n: usize,
-    rows: usize,
-    first: bool,
-    y: *mut f32,
-    ldy: usize,
-) {
-    assert!(kc <= KC && n <= TILE && rows <= MR, "panel tile: sizes");
-    let tile = Tile {
-        w,
-        block,
-        kc,
-        n,
-        rows,
-        first,
-        bias: None,
-    };
-    // SAFETY: the caller's contract.
-    unsafe { tile_on(isa, &tile, y, ldy) }
-}
-
-/// One tile in the registers `isa` names, else in plain loops.
-///
-/// # Safety
-/// The CPU has `isa`; `tile_plain`'s contract.
-unsafe fn tile_on(isa: Isa, t: &Tile, y: *mut f32, ldy: usize) {
+/// The CPU has `isa`; `tile_plain`'s contract, with `t.kc ≤ KC`, `t.n ≤ TILE`, `t.rows ≤ MR`.
+pub(super) unsafe fn tile_on(isa: Isa, t: &Tile, y: *mut f32, ldy: usize) {
+    assert!(
+        t.kc <= KC && t.n <= TILE && t.rows <= MR,
+        "conv tile: sizes"
+    );
     // SAFETY: the caller's contract.
     unsafe {
         match isa {
@@ -493,14 +464,14 @@ unsafe fn tile_on(isa: Isa, t: &Tile, y: *mut f32, ldy: usize) {
 /// One tile's place: its panel's rows of the block, the packed block of `B`, the block's
 /// length, the positions' count, and whether the block is the first (the sums start from 0)
 /// or the last (the bias goes in) of `k`.
-struct Tile {
-    w: *const f32,
-    block: *const f32,
-    kc: usize,
-    n: usize,
-    rows: usize,
-    first: bool,
-    bias: Option<*const f32>,
+pub(super) struct Tile {
+    pub(super) w: *const f32,
+    pub(super) block: *const f32,
+    pub(super) kc: usize,
+    pub(super) n: usize,
+    pub(super) rows: usize,
+    pub(super) first: bool,
+    pub(super) bias: Option<*const f32>,
 }
 
 /// Panels `ps` × position tiles `ts` of the product: for each block of `k` and each tile,

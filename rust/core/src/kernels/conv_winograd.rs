@@ -7,7 +7,7 @@
 //! turns those into the tile's 4 outputs: 16 multiply-adds per channel where the direct sum
 //! takes 36, 2.25 times fewer. The sums over the channels are 16 products `(filters ×
 //! channels) · (channels × tiles)`, one per transformed position, run by the tiled kernels'
-//! register tiles (`conv_tiled::panel_tile`) over blocks of [`TILE`] tiles; the transforms
+//! register tiles (`conv_tiled::tile_on`) over blocks of [`TILE`] tiles; the transforms
 //! around them are a few additions per value.
 //!
 //! The results differ from the direct sum's in the last bits (the transforms round, and
@@ -16,7 +16,7 @@
 
 use super::conv::{copy_short, ConvGeom};
 use super::conv_packed::SendPtr;
-use super::conv_tiled::{k_blocks, panel_tile, FilterPanels, InputMap, MR, TILE};
+use super::conv_tiled::{k_blocks, tile_on, FilterPanels, InputMap, Tile, MR, TILE};
 #[cfg(target_arch = "x86_64")]
 use super::conv_winograd_avx2 as avx2;
 use super::lanes8::LANES8;
@@ -282,22 +282,19 @@ unsafe fn run_part(
             let block = &v[e * vs + kb.start * TILE..];
             for panel in 0..panels {
                 let out = &mut m[e * ms + panel * MR * TILE..];
+                let tile = Tile {
+                    w: u[(panel * c + kb.start) * MR..].as_ptr(),
+                    block: block.as_ptr(),
+                    kc: kb.len(),
+                    n: p.count,
+                    rows: MR.min(f - panel * MR),
+                    first: kb.start == 0,
+                    bias: None,
+                };
                 // SAFETY: the panel holds c rows of MR values, the block kb.len() ≤ KC rows
                 // of TILE, the output MR rows of TILE (the last panel's spare rows unused);
                 // the CPU has `isa`.
-                unsafe {
-                    panel_tile(
-                        isa,
-                        u[(panel * c + kb.start) * MR..].as_ptr(),
-                        block.as_ptr(),
-                        kb.len(),
-                        p.count,
-                        MR.min(f - panel * MR),
-                        kb.start == 0,
-                        out.as_mut_ptr(),
-                        TILE,
-                    )
-                };
+                unsafe { tile_on(isa, &tile, out.as_mut_ptr(), TILE) };
             }
         }
     }
