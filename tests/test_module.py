@@ -412,9 +412,10 @@ def _batch_norm(x, gamma, beta, mean, var):
 
 def test_inference_3x3_convolution_as_winograd_products_matches_the_direct_sum(monkeypatch):
     # 2 × 16 channels at 16² into 64 filters: 128 tiles of 2×2 outputs, enough for the
-    # Winograd kernels (kernels/conv_winograd.rs, runs_winograd); MXFN_WINOGRAD=0 keeps the
-    # direct ones. Both agree with float64 sums within float32 rounding, and differ from each
-    # other in the last bits (the switch is read when the bind first runs).
+    # Winograd kernels (kernels/conv_winograd.rs, winograd_form), which take 4×4 tiles here
+    # (32 of them, none wasted); MXFN_WINOGRAD=2 keeps 2×2 tiles, =0 the direct kernels. All
+    # agree with float64 sums within float32 rounding, and differ from each other in the last
+    # bits (the switch is read when the bind first runs).
     rng = np.random.default_rng(5)
     x = rng.uniform(-1, 1, (2, 16, 16, 16)).astype(np.float32)
     arg = {"bn0_gamma": rng.uniform(0.5, 1.5, 16), "bn0_beta": rng.uniform(-0.5, 0.5, 16),
@@ -432,7 +433,7 @@ def test_inference_3x3_convolution_as_winograd_products_matches_the_direct_sum(m
     want = np.maximum(_batch_norm(conv, *(f32(arg[k]) for k in ("bn1_gamma", "bn1_beta")),
                                   *(f32(aux[k]) for k in ("bn1_moving_mean", "bn1_moving_var"))), 0)
     got = {}
-    for switch in ("1", "0"):
+    for switch in ("1", "2", "0"):
         monkeypatch.setenv("MXFN_WINOGRAD", switch)
         mod = m.bind(m.module(_preactivated_conv(), label_names=[]), data_shapes=[("data", x.shape)],
                      for_training=False)
@@ -440,3 +441,4 @@ def test_inference_3x3_convolution_as_winograd_products_matches_the_direct_sum(m
         got[switch] = m.outputs_merged(m.forward(mod, {"data": [x]}))[0].asnumpy()
         np.testing.assert_allclose(got[switch], want, rtol=1e-4, atol=1e-5)
     assert not np.array_equal(got["1"], got["0"])
+    assert not np.array_equal(got["1"], got["2"]) and not np.array_equal(got["2"], got["0"])

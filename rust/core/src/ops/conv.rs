@@ -13,7 +13,9 @@ use crate::kernels::conv::{
 };
 use crate::kernels::conv_packed::PackedFilters;
 use crate::kernels::conv_tiled::FilterPanels;
-use crate::kernels::conv_winograd::{conv_forward_winograd, runs_winograd, WinogradFilters};
+use crate::kernels::conv_winograd::{
+    conv_forward_winograd, winograd_form, WinogradFilters, WinogradForm,
+};
 use crate::kernels::par::overwritten;
 use crate::kernels::unary::AffineAct;
 use crate::tensor::NDArray;
@@ -46,14 +48,20 @@ struct ConvPrepared {
     winograd: Option<WinogradFilters>,
 }
 
-/// The environment switch that keeps 3×3 convolutions off the Winograd kernels ("0"), for
-/// results nearer the direct sums' bits (they differ in the last bits).
+/// The environment switch for the Winograd kernels: "0" keeps 3×3 convolutions off them, for
+/// results nearer the direct sums' bits (they differ in the last bits); "2" keeps them on 2 × 2
+/// tiles, which round less than 4 × 4; "4" runs 4 × 4 tiles wherever Winograd runs.
 pub const WINOGRAD_ENV: &str = "MXFN_WINOGRAD";
 
-/// Whether [`WINOGRAD_ENV`] allows the Winograd kernels (read at each prepare, so a bind
+/// The Winograd form [`WINOGRAD_ENV`] allows for `g`, if any (read at each prepare, so a bind
 /// after changing it follows it).
-fn winograd_allowed() -> bool {
-    std::env::var(WINOGRAD_ENV).map_or(true, |v| v.trim() != "0")
+fn allowed_winograd_form(g: &ConvGeom) -> Option<WinogradForm> {
+    match std::env::var(WINOGRAD_ENV).as_deref().map(str::trim) {
+        Ok("0") => None,
+        Ok("2") => winograd_form(g, Some(WinogradForm::F2x2)),
+        Ok("4") => winograd_form(g, Some(WinogradForm::F4x4)),
+        _ => winograd_form(g, None),
+    }
 }
 
 const LAYOUTS: &[&str] = &["None", "NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC"];
@@ -431,7 +439,7 @@ impl Conv {
 
     /// [`Operator::prepare`], or with `mapped` [`Operator::prepare_mapped`]: a mapped input
     /// is read by the tiled and Winograd kernels alone (they map each value as they gather
-    /// it), for the geometries of [`tiles_mapped`] and [`runs_winograd`].
+    /// it), for the geometries of [`tiles_mapped`] and [`winograd_form`].
     fn prepare_for(
         &self,
         ctx: &OpCtx,
@@ -450,14 +458,14 @@ impl Conv {
         // a 1×1 image keeps its centre): their weight is cut once here.
         let g = live_geometry(&full);
         // Winograd's input transform maps the input as it reads it, like the tiled gathers.
-        let wino = runs_winograd(&g) && winograd_allowed();
+        let wino = allowed_winograd_form(&g);
         let (pack, tile) = match mapped {
-            _ if wino => (false, false),
+            _ if wino.is_some() => (false, false),
             true if tiles_mapped(&g) => (false, true),
             true => return None,
             false => (packs_weight(&g), tiles_weight(&g)),
         };
-        if affine.is_none() && !pack && !tile && !wino {
+        if affine.is_none() && !pack && !tile && wino.is_none() {
             return None;
         }
         let prepare = || -> Result<Prepared> {
@@ -486,10 +494,11 @@ impl Conv {
             let w = cut.map_or(w, Cow::Owned);
             let packed = pack.then(|| PackedFilters::new(&w, self.num_filter, g.col_rows()));
             let tiled = tile.then(|| FilterPanels::new(&w, self.num_filter, g.col_rows()));
-            let winograd = wino.then(|| WinogradFilters::new(&w, self.num_filter, g.channels));
+            let winograd =
+                wino.map(|form| WinogradFilters::new(&w, self.num_filter, g.channels, form));
             Ok(Arc::new(ConvPrepared {
                 // A packed copy is all the kernels read.
-                weight: match (pack || tile || wino, w) {
+                weight: match (pack || tile || wino.is_some(), w) {
                     (false, Cow::Owned(w)) => Some(w),
                     _ => None,
                 },
