@@ -384,7 +384,7 @@ fn errors_name_the_parameter_expected_and_actual() {
 
 /// Not a check: prints the time of a forward + backward of the language-model layer of
 /// issue #13 (2-layer LSTM, 200 units, batch 32, 35 steps). Run with
-/// `cargo test --release --test grad_rnn -- --ignored --nocapture`.
+/// `cargo test --release -p mxfn-core --test integration grad_rnn -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn lstm_lm_layer_timing() {

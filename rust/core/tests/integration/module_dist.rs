@@ -13,8 +13,8 @@ use mxfn_core::NDArray;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-mod common;
-use common::{argmax_problem, mlp, sgd_momentum};
+
+use crate::common::{argmax_problem, mlp, sgd_momentum};
 
 fn module(hidden: usize, batch: usize, c: Option<Arc<dyn Collective>>, seed: f32) -> Module {
     let mut m = Module::new(mlp(hidden), ModuleOptions::default()).unwrap();

@@ -490,7 +490,7 @@ fn results_do_not_depend_on_the_thread_count() {
 }
 
 /// LeNet-sized timing (batch 100: conv 5×5×20 on 28×28×1, pool, conv 5×5×50 on 12×12×20):
-/// `cargo test --release -p mxfn-core --test grad_conv -- --ignored --nocapture`.
+/// `cargo test --release -p mxfn-core --test integration grad_conv -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn lenet_sized_timing() {

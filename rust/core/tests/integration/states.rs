@@ -10,8 +10,8 @@ use mxfn_core::tensor::states_file::{decode, encode, load};
 use mxfn_core::{DType, Error};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-mod common;
-use common::{assert_close, read_npz};
+
+use crate::common::{assert_close, read_npz};
 
 fn ckpt_dir() -> PathBuf {
     if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {

@@ -7,8 +7,8 @@ use mxfn_core::metric::{Average, CustomFn, EvalMetric};
 use mxfn_core::NDArray;
 use serde_json::{json, Value};
 use std::sync::Arc;
-mod common;
-use common::{conformance_dir, read_npz};
+
+use crate::common::{conformance_dir, read_npz};
 
 /// The case's custom functions, written in Rust (the Python versions run in pytest).
 fn custom(name: &str) -> CustomFn {

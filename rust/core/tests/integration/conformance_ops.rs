@@ -10,8 +10,8 @@ use mxfn_core::executor::{Executor, GradReq};
 use mxfn_core::symbol::json::load_json;
 use mxfn_core::{Context, DType, NDArray};
 use serde_json::Value;
-mod common;
-use common::{conformance_dir, read_npz};
+
+use crate::common::{conformance_dir, read_npz};
 
 fn close(what: &str, got: &NDArray, want: &NDArray, rtol: f64, atol: f64) -> Result<(), String> {
     if got.shape() != want.shape() {

@@ -12,8 +12,8 @@ use mxfn_core::error::Error;
 use mxfn_core::ops;
 use mxfn_core::symbol::json::{load, load_json, save, to_json};
 use serde_json::Value;
-mod common;
-use common::conformance_dir;
+
+use crate::common::conformance_dir;
 
 fn checkpoint(name: &str) -> String {
     let p = conformance_dir().join("checkpoints").join(name);

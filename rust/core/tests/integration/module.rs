@@ -12,8 +12,8 @@ use mxfn_core::{Context, Error, NDArray};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-mod common;
-use common::{argmax_arrays, assert_close, mlp, read_npz, sgd_momentum};
+
+use crate::common::{argmax_arrays, assert_close, mlp, read_npz, sgd_momentum};
 
 fn ckpt_dir() -> PathBuf {
     if let Ok(d) = std::env::var("MXFN_CONFORMANCE_DIR") {
