@@ -265,14 +265,17 @@ pub static UNARY: &[UnaryFn] = &[
         Some(IntRule::Abs)
     ),
     unary!("negative", |x| -x, |_, _| -1.0, Some(IntRule::Negative)),
-    // In float32 `max`, which gives what MXNet's `x > 0 ? x : 0` gives for every input (NaN
-    // and −0.0 to +0.0: x86's MAXPS returns its second operand unless the first is greater;
-    // see the test). Written as the `if`, the in-place kernel (a convolution's fused relu)
-    // stored only the lanes that change, through a masked store (VMASKMOVPS), microcoded on
-    // AMD: SqueezeNet's 3 → 64 first layer spent a third of its time in its relu.
+    // In float32 `max` plus zero, which gives what MXNet's `x > 0 ? x : 0` gives for every
+    // input (NaN to +0.0, −0.0 to +0.0; see the test): `max` leaves the sign of a zero
+    // unspecified (x86's MAXPS, what optimized loops use, returns its second operand unless
+    // the first is greater; unoptimized builds call `fmaxf`, which kept −0.0), and adding
+    // +0.0 makes it +0.0. Written as the `if`, the in-place kernel (a convolution's fused
+    // relu) stored only the lanes that change, through a masked store (VMASKMOVPS),
+    // microcoded on AMD: SqueezeNet's 3 → 64 first layer spent a third of its time in its
+    // relu.
     unary!(
         "relu",
-        |x| x.max(0.0),
+        |x| x.max(0.0) + 0.0,
         |x| if x > 0.0 { x } else { 0.0 },
         |x, _| if x > 0.0 { 1.0 } else { 0.0 },
         Some(IntRule::Relu)
