@@ -25,7 +25,7 @@ def producers(name):
     BatchNorm or activation after a layer, followed through its first input."""
     with open(os.path.join(z.cache_dir(), name + "-symbol.json")) as f:
         nodes = json.load(f)["nodes"]
-    passive = {"BatchNorm", "Activation", "relu"}
+    passive = {"BatchNorm", "Activation", "relu", "clip"}
 
     def source(i):
         while nodes[i]["op"] in passive and nodes[i]["inputs"]:

@@ -20,19 +20,23 @@
 
 use super::conv::{copy_short, ConvGeom};
 use super::conv_packed::SendPtr;
-use super::conv_tiled::{k_blocks, tile_on, FilterPanels, InputMap, Tile, MR, TILE};
+use super::conv_tiled::{
+    k_blocks, tile_on, FilterPanels, InputMap, Tile, LANES as LANES16, MR, TILE,
+};
 #[cfg(target_arch = "x86_64")]
-use super::conv_winograd_avx2 as avx2;
+use super::conv_winograd_vector as vector;
 use super::lanes8::LANES8;
 use super::scratch::Scratch;
 use super::tuning::{
     WINOGRAD_4X4_MAX_WASTE, WINOGRAD_4X4_MIN_TILES, WINOGRAD_FEW_FILTERS,
     WINOGRAD_FEW_FILTERS_MIN_WIDTH, WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_FILTERS,
-    WINOGRAD_MIN_TILES, WINOGRAD_ODD_MIN_SIDE,
+    WINOGRAD_MIN_TILES, WINOGRAD_ODD_MIN_SIDE, WINOGRAD_PREFETCH_AHEAD,
 };
 use super::Isa;
 use crate::error::{Error, Result};
 use rayon::prelude::*;
+#[cfg(target_arch = "x86_64")]
+use std::arch::x86_64::{__m256, __m512};
 
 /// The output tile of a Winograd product: 2 × 2 or 4 × 4 outputs per tile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -465,10 +469,13 @@ fn transform_input<const M: usize, const A: usize>(p: &Part, v: &mut [f32], isa:
         "Winograd input transform: buffer"
     );
     match isa {
+        // SAFETY: the CPU has AVX-512F.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { transform_input_avx512::<M, A>(p, v) },
         // SAFETY: the CPU has AVX2 and FMA.
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 => unsafe { transform_input_avx2::<M, A>(p, v) },
-        _ => input_loop::<M, A, false>(p, v),
+        Isa::Avx2 => unsafe { transform_input_avx2::<M, A>(p, v) },
+        _ => input_loop::<M, A, 1>(p, v),
     }
 }
 
@@ -479,32 +486,51 @@ fn transform_input<const M: usize, const A: usize>(p: &Part, v: &mut [f32], isa:
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn transform_input_avx2<const M: usize, const A: usize>(p: &Part, v: &mut [f32]) {
-    input_loop::<M, A, true>(p, v)
+    input_loop::<M, A, 8>(p, v)
 }
 
-/// See [`transform_input`]; `AVX2`: the CPU has it and FMA.
+/// [`input_loop`] in AVX-512 (the phases split in AVX2).
+///
+/// # Safety
+/// The CPU supports AVX-512F (and so AVX2 and FMA).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn transform_input_avx512<const M: usize, const A: usize>(p: &Part, v: &mut [f32]) {
+    input_loop::<M, A, 16>(p, v)
+}
+
+/// See [`transform_input`]: the patches `LANES` tiles at a time, 1 for the plain loops, 8
+/// when the CPU has AVX2 and FMA, 16 when it has AVX-512F.
 #[inline(always)]
-fn input_loop<const M: usize, const A: usize, const AVX2: bool>(p: &Part, v: &mut [f32]) {
+fn input_loop<const M: usize, const A: usize, const LANES: usize>(p: &Part, v: &mut [f32]) {
     let c = p.g.channels;
     let stride = elem_stride(c);
-    // Values j0..=j1 of each phase, with room for whole vectors past them.
-    let half = (p.tiles.cols + 1).next_multiple_of(LANES8) + LANES8;
+    // Values j0..=j1 of each phase, with room for whole vectors of 16 past them.
+    let half = (p.tiles.cols + 1).next_multiple_of(LANES16) + LANES16;
     let mut rows = Scratch::take(A * M * half);
     let mut line = Scratch::take(M * half);
     for s in p.segments() {
         let n = s.j1 - s.j0;
         for ch in 0..c {
-            fill_rows::<M, A, AVX2>(p, &s, ch, &mut rows, &mut line, half);
+            fill_rows::<M, A, LANES>(p, &s, ch, &mut rows, &mut line, half);
             let at = ch * TILE + s.at;
             #[cfg(target_arch = "x86_64")]
-            if AVX2 {
-                // SAFETY: the CPU has AVX2 and FMA; the phases hold n + 1 values and are
-                // readable to ⌈n / 8⌉ · 8 + 1 (`half`); element e's n values at at + e ·
-                // stride lie inside `v` (checked by the caller; the last vector's stores
-                // cut to them).
+            if LANES > 1 {
+                // SAFETY: the CPU has the lanes' instruction set; the phases hold n + 1
+                // values and are readable to ⌈n / 16⌉ · 16 + 1 (`half`); element e's n
+                // values at at + e · stride lie inside `v` (checked by the caller; the last
+                // vector's stores cut to them).
                 unsafe {
-                    avx2::patches::<M, A>(rows.as_ptr(), half, n, v[at..].as_mut_ptr(), stride)
-                };
+                    let (r, out) = (rows.as_ptr(), v[at..].as_mut_ptr());
+                    // (A segment of at most 8 tiles, on ResNet's 8² and 16² images, runs
+                    // as fast in 8 lanes as in 16.)
+                    match LANES {
+                        16 if n > LANES8 => {
+                            vector::patches::<__m512, M, A>(r, half, n, out, stride)
+                        }
+                        _ => vector::patches::<__m256, M, A>(r, half, n, out, stride),
+                    }
+                }
                 continue;
             }
             patches_plain::<M, A>(&rows, half, n, &mut v[at..], stride);
@@ -516,9 +542,9 @@ fn input_loop<const M: usize, const A: usize, const AVX2: bool>(p: &Part, v: &mu
 /// `rows`, split by column modulo `M`: padded column `M·j0 + M·q + φ` of row `a` at
 /// `rows[(a·M + φ) · half + q]`, for `q ≤ j1 − j0`; zero outside the input, through the
 /// part's map if it has one. Each row goes through `line` (its padded columns in order),
-/// then splits. `AVX2`: the CPU has it and FMA.
+/// then splits. `LANES` as [`input_loop`]'s (the split in AVX2 above 1).
 #[inline(always)]
-fn fill_rows<const M: usize, const A: usize, const AVX2: bool>(
+fn fill_rows<const M: usize, const A: usize, const LANES: usize>(
     p: &Part,
     s: &Segment,
     ch: usize,
@@ -550,11 +576,18 @@ fn fill_rows<const M: usize, const A: usize, const AVX2: bool>(
             }
             _ => line[..width].fill(0.0),
         }
+        // The same row of a channel further on, ahead of its turn: a segment's rows are a
+        // few cache lines each, a plane apart, too short for the stream prefetchers.
         #[cfg(target_arch = "x86_64")]
-        if AVX2 {
+        if let (Some(r), true) = (input_row, lo < hi && ch + WINOGRAD_PREFETCH_AHEAD < c) {
+            let at = ((s.n * c + ch + WINOGRAD_PREFETCH_AHEAD) * ih + r) * iw + first + lo - pw;
+            prefetch_run(&p.x[at..at + hi - lo]);
+        }
+        #[cfg(target_arch = "x86_64")]
+        if LANES > 1 {
             // SAFETY: the CPU has AVX2 and FMA; `line` holds M · half ≥ M · ⌈count / 8⌉ · 8
             // values (those past `width` unread by the patches), each phase `half`.
-            unsafe { avx2::split_phases::<M>(line.as_ptr(), count, phases.as_mut_ptr(), half) };
+            unsafe { vector::split_phases::<M>(line.as_ptr(), count, phases.as_mut_ptr(), half) };
             continue;
         }
         for (phase, dst) in phases.chunks_exact_mut(half).enumerate() {
@@ -562,6 +595,18 @@ fn fill_rows<const M: usize, const A: usize, const AVX2: bool>(
                 *d = line[M * q + phase];
             }
         }
+    }
+}
+
+/// Asks for `run` in the core's L1 cache ahead of its reading: a hint, which reads nothing.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_run(run: &[f32]) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // One per cache line (16 values), and the last value's.
+    for i in (0..run.len()).step_by(16).chain(run.len().checked_sub(1)) {
+        // SAFETY: SSE is part of baseline x86-64; a prefetch reads no memory.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(run[i..].as_ptr().cast()) };
     }
 }
 
@@ -623,12 +668,27 @@ unsafe fn transform_output<const M: usize, const A: usize>(
             let y0 = M * s.i;
             let at = k * TILE + s.at;
             match isa {
-                // SAFETY: the CPU has AVX2 and FMA; each element's run of m is readable a
-                // vector past its n values (the slack at m's end), the rows hold M · n
-                // rounded up to whole vectors.
+                // SAFETY: the CPU has AVX-512F; each element's run of m is readable to its
+                // n values rounded up to 16 (a run ends at most TILE + 15 past the element's
+                // last filter row, inside the slack of `elem_stride`), the rows hold M · n
+                // rounded up to whole vectors of 16 (at most M · TILE). Segments of at most 8
+                // tiles run as fast in 8 lanes.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 if n > LANES8 => unsafe {
+                    vector::outputs_avx512::<M, A>(
+                        m[at..].as_ptr(),
+                        elem_stride(f),
+                        n,
+                        b,
+                        out.as_mut_ptr(),
+                        row_len,
+                    )
+                },
+                // SAFETY: as above, with AVX2 and FMA (AVX-512's CPUs have them) and vectors
+                // of 8.
                 #[cfg(target_arch = "x86_64")]
                 Isa::Avx2 | Isa::Avx512 => unsafe {
-                    avx2::outputs::<M, A>(
+                    vector::outputs_avx2::<M, A>(
                         m[at..].as_ptr(),
                         elem_stride(f),
                         n,

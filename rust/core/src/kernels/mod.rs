@@ -13,7 +13,7 @@ mod conv_pointwise;
 pub mod conv_tiled;
 mod conv_trim;
 pub mod conv_winograd;
-mod conv_winograd_avx2;
+mod conv_winograd_vector;
 pub mod copy;
 pub mod dense;
 mod depthwise;
