@@ -224,18 +224,22 @@ pub const ON_POOL_SHARE: usize = 4;
 /// third slower on the pool; an MLP training step ran 3x slower).
 pub const POOL_PASS_FROM: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// [`POOL_PASS_FROM`] for inference passes (forward with `is_train` false): between passes
-/// the caller only collects outputs, and a pass of a third of a millisecond has layers worth
-/// splitting. MobileNetV2-0.25 at
-/// batch 1 (0.4 ms on the caller, 0.35 on the pool) ran 12% faster there, its 5 MB
-/// classifier weight streamed by both threads; MobileNet-0.25 at batch 1 (0.2 ms, every
-/// layer too small to split) ran 5–10% slower there.
+/// [`POOL_PASS_FROM`] for inference passes (forward with `is_train` false), whose shorter
+/// passes choose their place by measuring both ([`super::par::PassPlacement::measured`]):
+/// between passes the caller only collects outputs, and a pass of a third of a millisecond
+/// has layers worth splitting. MobileNetV2-0.25 at batch 1 (0.4 ms on the caller, 0.35 on
+/// the pool on a Zen 3 VM) ran 12% faster there, its 5 MB classifier weight streamed by both
+/// threads.
 pub const INFERENCE_POOL_PASS_FROM: std::time::Duration = std::time::Duration::from_micros(300);
 
-/// Duration below which an inference pass on the pool returns to the caller: MobileNet-0.25
-/// at batch 1 goes back should a slow pass have sent it (a training pass's return bar, half
-/// its threshold, kept it there).
-pub const INFERENCE_POOL_BACK_BELOW: std::time::Duration = std::time::Duration::from_micros(240);
+/// Passes per round of a measured placement (see [`super::par::PassPlacement::measured`]):
+/// a round re-measures both places, since a machine's load changes which one wins.
+pub const PLACEMENT_ROUND: u32 = 256;
+
+/// Passes of a round that alternate between the caller and the pool, half on each; the
+/// fastest of each half decides the rest of the round. The cost of a probe is at most half
+/// its passes run in the slower place (a few percent of a round's time at worst).
+pub const PLACEMENT_PROBE: u32 = 8;
 
 /// Channels from which a 3×3 stride-1 inference convolution runs as Winograd products
 /// (`kernels::conv_winograd`): each tile's input transform costs about as much per channel

@@ -24,7 +24,7 @@ use crate::executor::{Executor, GradReq};
 use crate::initializer::Initializer;
 use crate::io::{DataBatch, DataDesc};
 use crate::kernels::par::PassPlacement;
-use crate::kernels::tuning::{INFERENCE_POOL_BACK_BELOW, INFERENCE_POOL_PASS_FROM};
+use crate::kernels::tuning::INFERENCE_POOL_PASS_FROM;
 use crate::metric::EvalMetric;
 use crate::optimizer::Optimizer;
 use crate::symbol::{json, Symbol};
@@ -101,7 +101,7 @@ pub struct Module {
     /// Whether training passes run on the calling thread or on the pool (by their duration).
     placement: PassPlacement,
     /// The same for inference passes, which move to the pool sooner (see
-    /// [`INFERENCE_POOL_PASS_FROM`]).
+    /// [`INFERENCE_POOL_PASS_FROM`]), the shorter ones where they measured faster.
     inference_placement: PassPlacement,
     warnings: Vec<String>,
     monitor: Option<MonitorFactory>,
@@ -229,10 +229,7 @@ impl Module {
             last_labels: vec![],
             forwarded: false,
             placement: PassPlacement::default(),
-            inference_placement: PassPlacement::with_return(
-                INFERENCE_POOL_PASS_FROM,
-                INFERENCE_POOL_BACK_BELOW,
-            ),
+            inference_placement: PassPlacement::measured(INFERENCE_POOL_PASS_FROM),
             warnings,
             monitor: None,
             collective: None,
