@@ -51,12 +51,46 @@ pub(super) trait Vector: Copy {
     unsafe fn store_interleaved<const M: usize>(p: *mut f32, o: [Self; M]);
 }
 
+/// The one-intrinsic methods of [`Vector`], by the intrinsics of a width.
+macro_rules! arithmetic {
+    ($splat:ident, $add:ident, $sub:ident, $mul:ident, $fmadd:ident, $fnmadd:ident) => {
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            $splat(x)
+        }
+        #[inline(always)]
+        unsafe fn add(self, b: Self) -> Self {
+            $add(self, b)
+        }
+        #[inline(always)]
+        unsafe fn sub(self, b: Self) -> Self {
+            $sub(self, b)
+        }
+        #[inline(always)]
+        unsafe fn mul(self, b: Self) -> Self {
+            $mul(self, b)
+        }
+        #[inline(always)]
+        unsafe fn fmadd(self, b: Self, c: Self) -> Self {
+            $fmadd(self, b, c)
+        }
+        #[inline(always)]
+        unsafe fn fnmadd(self, b: Self, c: Self) -> Self {
+            $fnmadd(self, b, c)
+        }
+    };
+}
+
 impl Vector for __m256 {
     const LANES: usize = LANES8;
-    #[inline(always)]
-    unsafe fn splat(x: f32) -> Self {
-        _mm256_set1_ps(x)
-    }
+    arithmetic!(
+        _mm256_set1_ps,
+        _mm256_add_ps,
+        _mm256_sub_ps,
+        _mm256_mul_ps,
+        _mm256_fmadd_ps,
+        _mm256_fnmadd_ps
+    );
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
         // SAFETY: the caller's contract.
@@ -66,26 +100,6 @@ impl Vector for __m256 {
     unsafe fn store_first(self, p: *mut f32, n: usize) {
         // SAFETY: the caller's contract.
         unsafe { store_first(p, n, self) }
-    }
-    #[inline(always)]
-    unsafe fn add(self, b: Self) -> Self {
-        _mm256_add_ps(self, b)
-    }
-    #[inline(always)]
-    unsafe fn sub(self, b: Self) -> Self {
-        _mm256_sub_ps(self, b)
-    }
-    #[inline(always)]
-    unsafe fn mul(self, b: Self) -> Self {
-        _mm256_mul_ps(self, b)
-    }
-    #[inline(always)]
-    unsafe fn fmadd(self, b: Self, c: Self) -> Self {
-        _mm256_fmadd_ps(self, b, c)
-    }
-    #[inline(always)]
-    unsafe fn fnmadd(self, b: Self, c: Self) -> Self {
-        _mm256_fnmadd_ps(self, b, c)
     }
     #[inline(always)]
     unsafe fn store_interleaved<const M: usize>(p: *mut f32, o: [Self; M]) {
@@ -130,10 +144,14 @@ const LANES16: usize = 16;
 
 impl Vector for __m512 {
     const LANES: usize = LANES16;
-    #[inline(always)]
-    unsafe fn splat(x: f32) -> Self {
-        _mm512_set1_ps(x)
-    }
+    arithmetic!(
+        _mm512_set1_ps,
+        _mm512_add_ps,
+        _mm512_sub_ps,
+        _mm512_mul_ps,
+        _mm512_fmadd_ps,
+        _mm512_fnmadd_ps
+    );
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
         // SAFETY: the caller's contract.
@@ -145,26 +163,6 @@ impl Vector for __m512 {
         let mask = if n >= LANES16 { !0 } else { (1u16 << n) - 1 };
         // SAFETY: the caller's contract; the mask keeps the store to the first n lanes.
         unsafe { _mm512_mask_storeu_ps(p, mask, self) }
-    }
-    #[inline(always)]
-    unsafe fn add(self, b: Self) -> Self {
-        _mm512_add_ps(self, b)
-    }
-    #[inline(always)]
-    unsafe fn sub(self, b: Self) -> Self {
-        _mm512_sub_ps(self, b)
-    }
-    #[inline(always)]
-    unsafe fn mul(self, b: Self) -> Self {
-        _mm512_mul_ps(self, b)
-    }
-    #[inline(always)]
-    unsafe fn fmadd(self, b: Self, c: Self) -> Self {
-        _mm512_fmadd_ps(self, b, c)
-    }
-    #[inline(always)]
-    unsafe fn fnmadd(self, b: Self, c: Self) -> Self {
-        _mm512_fnmadd_ps(self, b, c)
     }
     #[inline(always)]
     unsafe fn store_interleaved<const M: usize>(p: *mut f32, o: [Self; M]) {
