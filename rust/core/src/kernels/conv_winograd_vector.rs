@@ -7,6 +7,8 @@
 
 #![cfg(target_arch = "x86_64")]
 
+use super::conv_tiled::LANES as LANES16;
+use super::depthwise_vector::first_lanes;
 use super::lanes8::{store_first, LANES8};
 use std::arch::x86_64::*;
 
@@ -139,9 +141,6 @@ impl Vector for __m256 {
     }
 }
 
-/// Float32 lanes per AVX-512 vector.
-const LANES16: usize = 16;
-
 impl Vector for __m512 {
     const LANES: usize = LANES16;
     arithmetic!(
@@ -160,7 +159,7 @@ impl Vector for __m512 {
     #[inline(always)]
     unsafe fn store_first(self, p: *mut f32, n: usize) {
         // (AVX-512's masked stores are plain stores, unlike AVX2's VMASKMOVPS on AMD.)
-        let mask = if n >= LANES16 { !0 } else { (1u16 << n) - 1 };
+        let mask = first_lanes(n.min(LANES16));
         // SAFETY: the caller's contract; the mask keeps the store to the first n lanes.
         unsafe { _mm512_mask_storeu_ps(p, mask, self) }
     }
