@@ -9,7 +9,7 @@
 
 use super::conv::ConvGeom;
 use super::depthwise_vector::{first_lanes, Column, TapTable, LANES_AVX2 as LANES, ROWS};
-use super::lanes8::{lanes_of, store_first};
+use super::lanes8::{lanes_of, load_masked, store_first, Readable};
 use super::scratch::Scratch;
 use std::arch::x86_64::*;
 
@@ -160,6 +160,7 @@ unsafe fn one_wide<const H: usize, const K: usize>(
     let half = |n: usize| lanes_of(first_lanes(n.min(LANES)));
     let load = [half(il), half(il.saturating_sub(LANES))];
     let widths = [l.min(LANES), l.saturating_sub(LANES)];
+    let read = [Readable::of(x)];
     for (q, dst) in out.chunks_exact_mut(l).enumerate() {
         let p = p0 + q;
         let ch = p % c;
@@ -167,8 +168,8 @@ unsafe fn one_wide<const H: usize, const K: usize>(
         // SAFETY: plane p of x lies inside it (the caller's lengths); the masks read only it.
         let src = unsafe {
             [
-                _mm256_maskload_ps(plane, load[0]),
-                _mm256_maskload_ps(plane.wrapping_add(LANES), load[1]),
+                load_masked(plane, load[0], &read),
+                load_masked(plane.wrapping_add(LANES), load[1], &read),
             ]
         };
         let wp = &w[ch * k..(ch + 1) * k];
@@ -219,11 +220,12 @@ unsafe fn one_plane<const K: usize>(
     let (c, l, il) = (g.channels, g.out_len(), g.in_len());
     let k = if K > 0 { K } else { index.len() };
     let load = lanes_of(first_lanes(il));
+    let read = [Readable::of(x)];
     for (q, dst) in out.chunks_exact_mut(l).enumerate() {
         let p = p0 + q;
         let ch = p % c;
         // SAFETY: plane p of x lies inside it (the caller's lengths); the mask reads only it.
-        let src = unsafe { _mm256_maskload_ps(x.as_ptr().add(p * il), load) };
+        let src = unsafe { load_masked(x.as_ptr().add(p * il), load, &read) };
         let wp = &w[ch * k..(ch + 1) * k];
         let mut acc = _mm256_setzero_ps();
         for (t, (&(idx, inside), &wt)) in index.iter().zip(wp).enumerate().take(k) {
@@ -265,6 +267,7 @@ unsafe fn several_planes(
     let spread = unsafe { _mm256_loadu_si256(spread.as_ptr().cast()) };
     let whole = lanes_of(first_lanes(per * il));
     let planes = out.len() / l;
+    let read = [Readable::of(x)];
     for q0 in (0..planes).step_by(per) {
         let n = (planes - q0).min(per);
         let p = p0 + q0;
@@ -276,7 +279,7 @@ unsafe fn several_planes(
         };
         // SAFETY: planes p..p + n of x lie inside it (the caller's lengths); the mask reads
         // only them.
-        let src = unsafe { _mm256_maskload_ps(x.as_ptr().add(p * il), load) };
+        let src = unsafe { load_masked(x.as_ptr().add(p * il), load, &read) };
         let mut acc = _mm256_setzero_ps();
         for (t, &(idx, inside)) in index.iter().enumerate() {
             // SAFETY: a table row holds c + 16 values from any channel's start.
@@ -300,24 +303,49 @@ unsafe fn several_planes(
     }
 }
 
-/// A [`Column`] with its masks as integer lanes.
+/// A [`Column`] with its masks as integer lanes, and whether each is all ones.
 struct Col {
     offset: isize,
     masks: [__m256i; 2],
+    full: [bool; 2],
 }
 
-/// The 8 values of `row` from column `from` on, 0 where a column is outside the row (a
-/// masked load only at the row's ends).
+impl Col {
+    /// Mask `m`'s lanes at `at`: a plain load where it has all of them or where `readable`
+    /// says all 8 values may be read (and the mask then applied), else through
+    /// [`load_masked`].
+    ///
+    /// # Safety
+    /// AVX2; the lanes under the mask may be read at `at`, all 8 if `readable`.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn load(&self, m: usize, at: *const f32, readable: bool, read: &[Readable]) -> __m256 {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if readable {
+                _mm256_and_ps(_mm256_loadu_ps(at), _mm256_castsi256_ps(self.masks[m]))
+            } else if self.full[m] {
+                _mm256_loadu_ps(at)
+            } else {
+                load_masked(at, self.masks[m], read)
+            }
+        }
+    }
+}
+
+/// The 8 values of `plane`'s row from `start`, `len` values long, from column `from` on, 0
+/// where a column is outside the row (masked only at the row's ends, and there through a
+/// masked load only where the 8 values pass the plane's ends).
 ///
 /// # Safety
-/// AVX2.
+/// AVX2; the row lies inside the plane.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn load_in_row(row: &[f32], from: isize) -> __m256 {
-    let len = row.len();
+unsafe fn load_in_row(plane: &[f32], start: usize, len: usize, from: isize) -> __m256 {
+    let row = plane.as_ptr().wrapping_add(start);
     if from >= 0 && from as usize + LANES <= len {
         // SAFETY: the 8 values lie in the row.
-        return unsafe { _mm256_loadu_ps(row.as_ptr().offset(from)) };
+        return unsafe { _mm256_loadu_ps(row.offset(from)) };
     }
     let at = _mm256_add_epi32(
         _mm256_set1_epi32(from as i32),
@@ -327,9 +355,10 @@ unsafe fn load_in_row(row: &[f32], from: isize) -> __m256 {
     let before_end = _mm256_cmpgt_epi32(_mm256_set1_epi32(len as i32), at);
     // SAFETY: only the lanes inside the row are read; masked-off ones do not fault.
     unsafe {
-        _mm256_maskload_ps(
-            row.as_ptr().wrapping_offset(from),
+        load_masked(
+            row.wrapping_offset(from),
             _mm256_and_si256(from_start, before_end),
+            &[Readable::of(plane)],
         )
     }
 }
@@ -396,10 +425,7 @@ impl SplitRows {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn split(&mut self, plane: &[f32], iw: usize) {
         let (lead, width) = (self.lead as isize, self.width);
-        for (src, dst) in plane
-            .chunks_exact(iw)
-            .zip(self.rows.chunks_exact_mut(2 * width))
-        {
+        for (iy, dst) in self.rows.chunks_exact_mut(2 * width).enumerate() {
             let (even, odd) = dst.split_at_mut(width);
             for (j, (e, o)) in even
                 .chunks_exact_mut(LANES)
@@ -410,8 +436,8 @@ impl SplitRows {
                 let from = 2 * (LANES * j) as isize - 2 * lead;
                 // SAFETY: each run's vector j holds 8 values; the loads read inside the row.
                 unsafe {
-                    let lo = load_in_row(src, from);
-                    let hi = load_in_row(src, from + LANES as isize);
+                    let lo = load_in_row(plane, iy * iw, iw, from);
+                    let hi = load_in_row(plane, iy * iw, iw, from + LANES as isize);
                     _mm256_storeu_ps(e.as_mut_ptr(), evens(lo, hi));
                     _mm256_storeu_ps(o.as_mut_ptr(), odds(lo, hi));
                 }
@@ -443,7 +469,6 @@ pub(super) unsafe fn rows_in_vector(
     let [_, kh, kw] = g.kernel;
     let (sh, dh, ph) = (g.stride[1], g.dilate[1], g.pad[1]);
     let (c, l, il, k) = (g.channels, g.out_len(), g.in_len(), g.kernel_len());
-    let zeros = vec![0.0f32; iw];
     let stride2 = g.stride[2] == 2;
     let paired = stride2 && ow <= LANES / 2;
     // Stride-2 rows of more than a vector read split rows instead, through the stride-1
@@ -459,34 +484,58 @@ pub(super) unsafe fn rows_in_vector(
             Some(s) => Col {
                 offset: s.offset(col),
                 masks: [lanes_of(u16::MAX), lanes_of(0)],
+                full: [true, false],
             },
             None => Col {
                 offset: col.offset,
-                masks: [lanes_of(col.masks[0]), lanes_of(col.masks[1])],
+                masks: col.masks.map(|m| lanes_of(m)),
+                full: col.masks.map(|m| m & 0xff == 0xff),
             },
         })
         .collect();
+    // What the columns' loads reach, relative to a row's start: from `reach.0` to before
+    // `reach.1` (two vectors for the shuffled stride-2 rows).
+    let loaded = if shuffled { 2 * LANES } else { LANES } as isize;
+    let reach = cols.iter().fold((0, iw as isize), |(lo, hi), c| {
+        (lo.min(c.offset), hi.max(c.offset + loaded))
+    });
+    // A row of zeros (for rows over the padding) with zeros around it as far as the loads
+    // reach. (Row pointers come from whole slices: the plain loads read past a row's ends.)
+    let zeros_around = vec![0.0f32; (reach.1 - reach.0) as usize];
+    let zeros = zeros_around.as_ptr().wrapping_add(reach.0.unsigned_abs());
     let tile_rows = if paired { 2 * ROWS } else { ROWS };
-    let mut rows = vec![zeros.as_ptr(); tile_rows * kh];
+    let mut rows = vec![zeros; tile_rows * kh];
     let mut wv = vec![_mm256_setzero_ps(); k];
     let square3 = (kh, kw) == (3, 3);
     for (j, plane_out) in out.chunks_exact_mut(l).enumerate() {
         let p = p0 + j;
         let ch = p % c;
-        let plane = x[p * il..(p + 1) * il].as_ptr();
+        assert!((p + 1) * il <= x.len(), "plane {p} outside the input");
+        let plane = x.as_ptr().wrapping_add(p * il);
         for (v, &wt) in wv.iter_mut().zip(&w[ch * k..(ch + 1) * k]) {
             *v = _mm256_set1_ps(wt);
         }
         let bias = bias.map(|b| _mm256_set1_ps(b[ch]));
         // Input rows: the plane's, or its split rows.
-        let (plane, zero_row, row_len) = match &mut split {
+        let (plane, zero_row, row_len, read) = match &mut split {
             Some(s) => {
                 // SAFETY: the plane holds `ih · iw` values (the caller's contract).
                 unsafe { s.split(&x[p * il..(p + 1) * il], iw) };
-                (s.rows.as_ptr(), s.zeros.as_ptr(), 2 * s.width)
+                let read = [Readable::of(&s.rows), Readable::of(&s.zeros)];
+                (s.rows.as_ptr(), s.zeros.as_ptr(), 2 * s.width, read)
             }
-            None => (plane, zeros.as_ptr(), iw),
+            None => {
+                let read = [Readable::of(x), Readable::of(&zeros_around)];
+                (plane, zeros, iw, read)
+            }
         };
+        // Whether every load may read all its 8 values: the split rows are laid out so; the
+        // plane's rows when the loads of its first and last rows stay inside `x` (all but
+        // the ends of `x`), as those of the zero row stay inside `zeros_around`.
+        let first = (p * il) as isize;
+        let readable = split.is_some()
+            || (first + reach.0 >= 0
+                && first + ((ih - 1) * iw) as isize + reach.1 <= x.len() as isize);
         for y0 in (0..oh).step_by(tile_rows) {
             for (r, window) in rows.chunks_exact_mut(kh).enumerate() {
                 for (a, row) in window.iter_mut().enumerate() {
@@ -504,6 +553,8 @@ pub(super) unsafe fn rows_in_vector(
                 let width = (ow - x0).min(LANES);
                 let tile = Tile {
                     rows: &rows,
+                    read: &read,
+                    readable,
                     kh,
                     wv: &wv,
                     cols,
@@ -530,6 +581,10 @@ pub(super) unsafe fn rows_in_vector(
 struct Tile<'a> {
     /// Input row `a` of the window of output row `r` at `r · kh + a` (or a row of zeros).
     rows: &'a [*const f32],
+    /// The buffers the rows lie in.
+    read: &'a [Readable],
+    /// Whether the columns' loads may read all their 8 values from every row.
+    readable: bool,
     kh: usize,
     /// The plane's weights, one broadcast vector per tap.
     wv: &'a [__m256],
@@ -599,11 +654,11 @@ impl Tile<'_> {
                     // contract); masked-off ones do not fault.
                     let v = unsafe {
                         if STRIDE2 {
-                            let lo = _mm256_maskload_ps(at, col.masks[0]);
-                            let hi = _mm256_maskload_ps(at.wrapping_add(LANES), col.masks[1]);
+                            let lo = col.load(0, at, self.readable, self.read);
+                            let hi = col.load(1, at.wrapping_add(LANES), self.readable, self.read);
                             evens(lo, hi)
                         } else {
-                            _mm256_maskload_ps(at, col.masks[0])
+                            col.load(0, at, self.readable, self.read)
                         }
                     };
                     let p = _mm256_mul_ps(wv, v);
@@ -678,8 +733,8 @@ impl Tile<'_> {
                     // contract); masked-off ones do not fault. The first 8 values loaded
                     // hold the 4 outputs' windows.
                     let v = unsafe {
-                        let lo = _mm256_maskload_ps(at0, col.masks[0]);
-                        let hi = _mm256_maskload_ps(at1, col.masks[0]);
+                        let lo = col.load(0, at0, self.readable, self.read);
+                        let hi = col.load(0, at1, self.readable, self.read);
                         evens(lo, hi)
                     };
                     let p = _mm256_mul_ps(wv, v);

@@ -10,7 +10,7 @@
 //! give the same bits.
 #![cfg(target_arch = "x86_64")]
 
-use super::lanes8::{first_lanes, store_first};
+use super::lanes8::{first_lanes, load_masked, store_first, Readable};
 use super::pool::PoolGeom;
 use super::pool2d::{start, Rows};
 use std::arch::x86_64::*;
@@ -126,6 +126,7 @@ pub(super) unsafe fn plane_rows<const MAX: bool>(
     // The columns in whole vectors, then the rest of the row under a mask.
     let whole = iw - iw % LANES;
     let tail = first_lanes(iw - whole);
+    let read = [Readable::of(x_p)];
     for (sy, y_band) in rows.sy.chunks(band).zip(y_p.chunks_mut(band * ow)) {
         for (yy, ext) in sy.iter().zip(bufs.ext.chunks_exact_mut(len)) {
             let rp = ext.as_mut_ptr().wrapping_add(bufs.pad);
@@ -143,7 +144,7 @@ pub(super) unsafe fn plane_rows<const MAX: bool>(
                 for r in yy.lo..yy.hi {
                     // SAFETY: the lanes of `tail` are row r's last values; the others are
                     // not read.
-                    let v = unsafe { _mm256_maskload_ps(xp.add(r * iw + whole), tail) };
+                    let v = unsafe { load_masked(xp.add(r * iw + whole), tail, &read) };
                     // SAFETY: register arithmetic (AVX2, this function's target).
                     acc = unsafe { step::<MAX>(acc, v) };
                 }
@@ -295,6 +296,7 @@ pub(super) unsafe fn centred_plane<const MAX: bool>(
     let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let (below, plane) = (_mm256_set1_epi32(-1), _mm256_set1_epi32(il as i32));
     let xp = x_p.as_ptr();
+    let read = [Readable::of(x_p)];
     // The plane's vertical reductions start after pw values of room.
     let vp = vert.as_mut_ptr().wrapping_add(c.pw);
     // The flat distance of the farthest row of a window: a vector whose taps all lie inside
@@ -323,7 +325,7 @@ pub(super) unsafe fn centred_plane<const MAX: bool>(
                     _mm256_cmpgt_epi32(plane, tap),
                 );
                 // SAFETY: only the lanes of m are read, each inside the plane.
-                let v = unsafe { _mm256_maskload_ps(xp.wrapping_offset(i as isize + off), m) };
+                let v = unsafe { load_masked(xp.wrapping_offset(i as isize + off), m, &read) };
                 // SAFETY: register arithmetic.
                 acc = unsafe { step_masked::<MAX>(acc, m, v) };
             }
