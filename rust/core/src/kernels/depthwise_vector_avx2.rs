@@ -303,17 +303,15 @@ unsafe fn several_planes(
     }
 }
 
-/// A [`Column`] with its masks as integer lanes, and whether each is all ones.
+/// A [`Column`] with its masks as integer lanes.
 struct Col {
     offset: isize,
     masks: [__m256i; 2],
-    full: [bool; 2],
 }
 
 impl Col {
-    /// Mask `m`'s lanes at `at`: a plain load where it has all of them or where `readable`
-    /// says all 8 values may be read (and the mask then applied), else through
-    /// [`load_masked`].
+    /// Mask `m`'s lanes at `at`: a plain load and the mask where `readable` says all 8
+    /// values may be read, else through [`load_masked`].
     ///
     /// # Safety
     /// AVX2; the lanes under the mask may be read at `at`, all 8 if `readable`.
@@ -324,8 +322,6 @@ impl Col {
         unsafe {
             if readable {
                 _mm256_and_ps(_mm256_loadu_ps(at), _mm256_castsi256_ps(self.masks[m]))
-            } else if self.full[m] {
-                _mm256_loadu_ps(at)
             } else {
                 load_masked(at, self.masks[m], read)
             }
@@ -484,12 +480,10 @@ pub(super) unsafe fn rows_in_vector(
             Some(s) => Col {
                 offset: s.offset(col),
                 masks: [lanes_of(u16::MAX), lanes_of(0)],
-                full: [true, false],
             },
             None => Col {
                 offset: col.offset,
-                masks: col.masks.map(|m| lanes_of(m)),
-                full: col.masks.map(|m| m & 0xff == 0xff),
+                masks: [lanes_of(col.masks[0]), lanes_of(col.masks[1])],
             },
         })
         .collect();
@@ -503,6 +497,8 @@ pub(super) unsafe fn rows_in_vector(
     // reach. (Row pointers come from whole slices: the plain loads read past a row's ends.)
     let zeros_around = vec![0.0f32; (reach.1 - reach.0) as usize];
     let zeros = zeros_around.as_ptr().wrapping_add(reach.0.unsigned_abs());
+    // Where the plane's rows and the zero row lie (the split rows are always `readable`).
+    let read = [Readable::of(x), Readable::of(&zeros_around)];
     let tile_rows = if paired { 2 * ROWS } else { ROWS };
     let mut rows = vec![zeros; tile_rows * kh];
     let mut wv = vec![_mm256_setzero_ps(); k];
@@ -517,17 +513,13 @@ pub(super) unsafe fn rows_in_vector(
         }
         let bias = bias.map(|b| _mm256_set1_ps(b[ch]));
         // Input rows: the plane's, or its split rows.
-        let (plane, zero_row, row_len, read) = match &mut split {
+        let (plane, zero_row, row_len) = match &mut split {
             Some(s) => {
                 // SAFETY: the plane holds `ih · iw` values (the caller's contract).
                 unsafe { s.split(&x[p * il..(p + 1) * il], iw) };
-                let read = [Readable::of(&s.rows), Readable::of(&s.zeros)];
-                (s.rows.as_ptr(), s.zeros.as_ptr(), 2 * s.width, read)
+                (s.rows.as_ptr(), s.zeros.as_ptr(), 2 * s.width)
             }
-            None => {
-                let read = [Readable::of(x), Readable::of(&zeros_around)];
-                (plane, zeros, iw, read)
-            }
+            None => (plane, zeros, iw),
         };
         // Whether every load may read all its 8 values: the split rows are laid out so; the
         // plane's rows when the loads of its first and last rows stay inside `x` (all but
@@ -581,7 +573,7 @@ pub(super) unsafe fn rows_in_vector(
 struct Tile<'a> {
     /// Input row `a` of the window of output row `r` at `r · kh + a` (or a row of zeros).
     rows: &'a [*const f32],
-    /// The buffers the rows lie in.
+    /// Where the rows lie, for the loads that are not `readable`.
     read: &'a [Readable],
     /// Whether the columns' loads may read all their 8 values from every row.
     readable: bool,
